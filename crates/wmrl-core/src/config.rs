@@ -1,0 +1,87 @@
+//! The core's configuration: one serde struct a trainer embeds in its own
+//! config file (unknown keys rejected, every default documented).
+
+use serde::{Deserialize, Serialize};
+
+use crate::advantage::AdvantageOptions;
+use crate::calibrator::CalibratorConfig;
+use crate::denoise::DenoiseConfig;
+use crate::mode::Mode;
+use crate::{Error, Result};
+
+/// Settings of the WMRL core.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoreConfig {
+    /// Training mode (default: `wmrl`).
+    pub mode: Mode,
+    /// Groups per step, G (default: 64).
+    pub groups: usize,
+    /// Rollouts per group, n (default: 8).
+    pub group_size: usize,
+    /// Fraction ρ of groups executed as anchors; at least ⌈ρ·G⌉ (default: 0.1).
+    pub anchor_ratio: f64,
+    /// Advantage normalisation (default: std-scaled GRPO).
+    pub advantage: AdvantageOptions,
+    /// Online calibrator (default: min 32 pairs, sliding window of 16 steps).
+    pub calibrator: CalibratorConfig,
+    /// Inverse-variance denoising (default: 5 folds).
+    pub denoise: DenoiseConfig,
+    /// Attempts per anchor episode before the step fails; execution errors
+    /// (not task failures) are re-queued (default: 4).
+    pub max_attempts: u32,
+    /// Seed of anchor selection and episode seeds (default: 0).
+    pub seed: u64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Wmrl,
+            groups: 64,
+            group_size: 8,
+            anchor_ratio: 0.1,
+            advantage: AdvantageOptions::default(),
+            calibrator: CalibratorConfig::default(),
+            denoise: DenoiseConfig::default(),
+            max_attempts: 4,
+            seed: 0,
+        }
+    }
+}
+
+impl CoreConfig {
+    /// Checks every range; the error names the field.
+    pub fn validate(&self) -> Result<()> {
+        if self.groups == 0 {
+            return Err(Error::InvalidConfig { field: "groups", value: "0".into(), expected: "at least 1" });
+        }
+        if self.group_size == 0 {
+            return Err(Error::InvalidConfig { field: "group_size", value: "0".into(), expected: "at least 1" });
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::InvalidConfig { field: "max_attempts", value: "0".into(), expected: "at least 1" });
+        }
+        crate::schedule::validate_ratio(self.anchor_ratio)?;
+        self.advantage.validate()?;
+        self.calibrator.validate()?;
+        self.denoise.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_rejected_and_defaults_fill_in() {
+        let c: CoreConfig = serde_json::from_str(r#"{"mode": "ppi", "calibrator": {"min_pairs": 8}}"#).unwrap();
+        assert_eq!(c.mode, Mode::Ppi);
+        assert_eq!(c.calibrator.min_pairs, 8);
+        assert_eq!(c.groups, 64);
+        let err = serde_json::from_str::<CoreConfig>(r#"{"anchor_ratoi": 0.2}"#).unwrap_err();
+        assert!(err.to_string().contains("anchor_ratoi"), "{err}");
+        let bad = CoreConfig { anchor_ratio: 2.0, ..Default::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("anchor_ratio"));
+    }
+}

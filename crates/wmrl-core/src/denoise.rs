@@ -1,0 +1,379 @@
+//! Inverse-variance denoising: how much to trust each stream's gradient.
+//!
+//! # Model
+//! A stream s ∈ {A (anchors), W (world model)} estimates the policy gradient
+//! from its Nₛ samples, ĝₛ = (1/Nₛ) Σᵢ Aᵢ ∇log π(τᵢ), with Aᵢ the
+//! group-centred reward. Anchor rewards are real: y = r. World-model
+//! rewards are calibrated scores y = f̂(ŝ), modelled as y = r + e with e
+//! zero-mean noise of within-group variance σ²_ξ, independent of r and of
+//! the score function. Write v_r for the within-group variance of real
+//! rewards and Φ = E‖∇log π‖². To first order (advantages independent of
+//! the score function's magnitude, equal group sizes, constants common to
+//! both streams dropped):
+//!
+//! ```text
+//! Var(ĝ_A) ∝ v_r Φ / N_A            Var(ĝ_W) ∝ (v_r + σ²_ξ) Φ / N_W
+//! ```
+//!
+//! Both estimate the same gradient (once f̂ has removed the bias), so the
+//! unbiased combination w_A ĝ_A + w_W ĝ_W with w_A + w_W = 1 of least
+//! variance has wₛ ∝ 1/Var(ĝₛ):
+//!
+//! ```text
+//! κ   = σ²_ξ / v_r                              (noise-to-signal ratio)
+//! w_A = N_A / (N_A + N_W / (1 + κ))             w_W = 1 − w_A
+//! ```
+//!
+//! i.e. a world-model sample is worth 1/(1 + κ) of an anchor sample, and the
+//! fused variance is ∝ v_r / (N_A + N_W/(1 + κ)). The learner multiplies each
+//! stream's mean loss by its weight (the core hands per-sample loss weights
+//! wₛ/Nₛ). With std-scaled advantages both streams are rescaled per group;
+//! the weights are then a first-order approximation, still ordering the
+//! streams by reliability.
+//!
+//! # Estimation
+//! Only anchors carry both ŝ and r. σ²_ξ is estimated **out of sample** by
+//! K-fold cross-fitting over anchor *groups* in the calibrator's window: f̂
+//! is refitted without fold k and applied to fold k, so isotonic
+//! over-fitting (which interpolates its own training pairs) cannot make the
+//! noise look small. Errors constant within a group cancel in group-relative
+//! advantages, so σ²_ξ and v_r are *pooled within-group* variances
+//! (Σ SS_g / Σ df_g, weights as reliability weights). The total residual
+//! variance Var(r − f̂(ŝ)) is reported too.
+//!
+//! # Edges
+//! - no anchor stream (N_A = 0): w = (0, 1); no world-model stream: w = (1, 0);
+//!   neither: (½, ½), an arbitrary split of an empty batch;
+//! - no estimate yet (fewer than two anchor groups with two samples): κ = 0,
+//!   weights proportional to sample counts;
+//! - zero residual: κ = 0, the same;
+//! - all-equal (e.g. binary) anchor groups make v_r = 0: v_r is floored at
+//!   `reward_variance_floor` and κ capped at `max_noise_ratio`, so weights
+//!   stay finite and the world-model stream is not silenced by a window
+//!   without successes.
+//!
+//! # Prediction-powered gradients (mode `ppi`)
+//! ĝ = λ ĝ_W(f̂) + ĝ_A(r) − λ ĝ_A(f̂) is unbiased for every λ when anchors
+//! are a uniform random subset and f̂ does not depend on the current
+//! anchors, even if the world model's bias is not monotone in its score
+//! (Angelopoulos et al., 2023, "Prediction-powered inference"). Its
+//! variance ∝ Var(r − λf̂)/N_A + λ² Var(f̂)/N_W is least at
+//! λ* = Cov(r, f̂) / ((1 + N_A/N_W) Var(f̂)) ("PPI++", Angelopoulos et al.,
+//! 2023), estimated on anchors with the out-of-fold f̂ and clipped to [0, 1].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::calibrator::OnlineCalibrator;
+use crate::isotonic::IsotonicFit;
+use crate::{Error, Result};
+
+/// Denoising settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DenoiseConfig {
+    /// Cross-fitting folds over anchor groups (default: 5).
+    pub folds: usize,
+    /// Lower bound on the within-group reward variance v_r (default: 1e-3).
+    pub reward_variance_floor: f64,
+    /// Upper bound on κ = σ²_ξ / v_r (default: 1e4).
+    pub max_noise_ratio: f64,
+}
+
+impl Default for DenoiseConfig {
+    fn default() -> Self {
+        Self { folds: 5, reward_variance_floor: 1e-3, max_noise_ratio: 1e4 }
+    }
+}
+
+impl DenoiseConfig {
+    /// Checks the ranges of the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.folds < 2 {
+            return Err(Error::InvalidConfig { field: "denoise.folds", value: self.folds.to_string(), expected: "at least 2" });
+        }
+        if !(self.reward_variance_floor.is_finite() && self.reward_variance_floor > 0.0) {
+            return Err(Error::InvalidConfig {
+                field: "denoise.reward_variance_floor",
+                value: self.reward_variance_floor.to_string(),
+                expected: "a finite number > 0",
+            });
+        }
+        if !(self.max_noise_ratio.is_finite() && self.max_noise_ratio > 0.0) {
+            return Err(Error::InvalidConfig {
+                field: "denoise.max_noise_ratio",
+                value: self.max_noise_ratio.to_string(),
+                expected: "a finite number > 0",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Out-of-sample statistics of anchor pairs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NoiseEstimate {
+    /// σ²_ξ: pooled within-group variance of r − f̂₋ₖ(ŝ).
+    pub residual_variance: f64,
+    /// Var(r − f̂₋ₖ(ŝ)) over all pairs (between-group errors included).
+    pub total_residual_variance: f64,
+    /// Weighted mean of r − f̂₋ₖ(ŝ): the out-of-sample bias, reward minus prediction.
+    pub residual_mean: f64,
+    /// v_r: pooled within-group variance of real rewards (before the floor).
+    pub reward_variance: f64,
+    /// Pooled within-group variance of f̂₋ₖ(ŝ).
+    pub calibrated_variance: f64,
+    /// Pooled within-group covariance of r and f̂₋ₖ(ŝ).
+    pub covariance: f64,
+    /// Anchor groups used.
+    pub groups: usize,
+    /// Anchor pairs used.
+    pub pairs: usize,
+}
+
+/// Weighted running sums of one group.
+#[derive(Default, Clone, Copy)]
+struct Moments {
+    w: f64,
+    w2: f64,
+    we: f64,
+    wr: f64,
+    wf: f64,
+    n: usize,
+}
+
+/// Cross-fits the calibrator's window: out-of-fold predictions (with the
+/// calibrator's own `min_pairs` rule; the identity when `debias` is false)
+/// and the statistics of the module docs. `None` until two anchor groups
+/// with at least two samples are held.
+pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> Result<Option<NoiseEstimate>> {
+    let _span = tracing::debug_span!("cross_fit", pairs = calibrator.len(), folds).entered();
+    // (score, reward, weight, group key index)
+    let mut keys: BTreeMap<(u64, u32), usize> = BTreeMap::new();
+    let pairs: Vec<(f64, f64, f64, (u64, u32))> = calibrator
+        .window()
+        .filter(|(_, w)| *w > 0.0)
+        .map(|(p, w)| (p.score, p.reward, w, (p.step, p.group)))
+        .collect();
+    for p in &pairs {
+        keys.entry(p.3).or_insert(0);
+    }
+    for (i, v) in keys.values_mut().enumerate() {
+        *v = i;
+    }
+    let n_groups = keys.len();
+    if n_groups < 2 {
+        return Ok(None);
+    }
+    let k = folds.min(n_groups);
+    let fold_of = |key: &(u64, u32)| keys[key] % k;
+    let min_pairs = calibrator.config().min_pairs;
+
+    let mut predicted = vec![0.0; pairs.len()];
+    for fold in 0..k {
+        let fit = if debias {
+            let train: Vec<(f64, f64, f64)> =
+                pairs.iter().filter(|p| fold_of(&p.3) != fold).map(|p| (p.0, p.1, p.2)).collect();
+            if train.len() >= min_pairs { Some(IsotonicFit::fit_points(train)?) } else { None }
+        } else {
+            None
+        };
+        for (i, p) in pairs.iter().enumerate() {
+            if fold_of(&p.3) == fold {
+                predicted[i] = fit.as_ref().map_or(p.0, |f| f.predict(p.0));
+            }
+        }
+    }
+
+    // First pass: per-group weighted means.
+    let mut groups = vec![Moments::default(); n_groups];
+    let mut all = Moments::default();
+    for (p, &f) in pairs.iter().zip(&predicted) {
+        let g = &mut groups[keys[&p.3]];
+        let (w, e) = (p.2, p.1 - f);
+        for m in [&mut *g, &mut all] {
+            m.w += w;
+            m.w2 += w * w;
+            m.we += w * e;
+            m.wr += w * p.1;
+            m.wf += w * f;
+            m.n += 1;
+        }
+    }
+    // Second pass: within-group sums of squares and cross-products.
+    let (mut ss_e, mut ss_r, mut ss_f, mut sp_rf, mut df, mut ss_total) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let mean_e_all = all.we / all.w;
+    for (p, &f) in pairs.iter().zip(&predicted) {
+        let g = &groups[keys[&p.3]];
+        if g.n < 2 {
+            continue;
+        }
+        let w = p.2;
+        let (de, dr, df_) = (p.1 - f - g.we / g.w, p.1 - g.wr / g.w, f - g.wf / g.w);
+        ss_e += w * de * de;
+        ss_r += w * dr * dr;
+        ss_f += w * df_ * df_;
+        sp_rf += w * dr * df_;
+    }
+    for (p, &f) in pairs.iter().zip(&predicted) {
+        let d = p.1 - f - mean_e_all;
+        ss_total += p.2 * d * d;
+    }
+    let mut informative = 0;
+    for g in groups.iter().filter(|g| g.n >= 2) {
+        df += g.w - g.w2 / g.w;
+        informative += 1;
+    }
+    if informative < 2 || df <= 0.0 {
+        return Ok(None);
+    }
+    let df_total = all.w - all.w2 / all.w;
+    Ok(Some(NoiseEstimate {
+        residual_variance: ss_e / df,
+        total_residual_variance: if df_total > 0.0 { ss_total / df_total } else { 0.0 },
+        residual_mean: mean_e_all,
+        reward_variance: ss_r / df,
+        calibrated_variance: ss_f / df,
+        covariance: sp_rf / df,
+        groups: n_groups,
+        pairs: pairs.len(),
+    }))
+}
+
+/// Weights the learner multiplies into each stream's mean loss.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StreamWeights {
+    /// w_A, for the anchor stream.
+    pub anchor: f64,
+    /// w_W, for the world-model stream.
+    pub world_model: f64,
+    /// κ = σ²_ξ / v_r used (0 without an estimate).
+    pub noise_ratio: f64,
+}
+
+/// Inverse-variance weights for `anchor_samples` and `world_model_samples`
+/// (see the module docs); `None` means no noise estimate yet.
+pub fn stream_weights(
+    anchor_samples: usize,
+    world_model_samples: usize,
+    estimate: Option<&NoiseEstimate>,
+    config: &DenoiseConfig,
+) -> StreamWeights {
+    let kappa = estimate.map_or(0.0, |e| {
+        let v = e.reward_variance.max(config.reward_variance_floor);
+        let k = e.residual_variance.max(0.0) / v;
+        if k.is_finite() { k.min(config.max_noise_ratio) } else { config.max_noise_ratio }
+    });
+    let (na, nw) = (anchor_samples as f64, world_model_samples as f64);
+    let (anchor, world_model) = match (anchor_samples, world_model_samples) {
+        (0, 0) => (0.5, 0.5),
+        (0, _) => (0.0, 1.0),
+        (_, 0) => (1.0, 0.0),
+        _ => {
+            let a = na / (na + nw / (1.0 + kappa));
+            (a, 1.0 - a)
+        }
+    };
+    StreamWeights { anchor, world_model, noise_ratio: kappa }
+}
+
+/// Weights proportional to sample counts (mode `wmrl-no-denoise`).
+pub fn count_weights(anchor_samples: usize, world_model_samples: usize) -> StreamWeights {
+    let mut w = stream_weights(anchor_samples, world_model_samples, None, &DenoiseConfig::default());
+    w.noise_ratio = 0.0;
+    w
+}
+
+/// The power-tuned PPI coefficient λ* ∈ [0, 1] (0 without an estimate or world-model stream).
+pub fn ppi_lambda(estimate: Option<&NoiseEstimate>, anchor_samples: usize, world_model_samples: usize) -> f64 {
+    let Some(e) = estimate else { return 0.0 };
+    if world_model_samples == 0 || e.calibrated_variance <= 0.0 {
+        return 0.0;
+    }
+    let ratio = anchor_samples as f64 / world_model_samples as f64;
+    let lambda = e.covariance / ((1.0 + ratio) * e.calibrated_variance);
+    if lambda.is_finite() { lambda.clamp(0.0, 1.0) } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrator::{AnchorPair, CalibratorConfig};
+
+    fn estimate(residual: f64, reward: f64) -> NoiseEstimate {
+        NoiseEstimate {
+            residual_variance: residual,
+            total_residual_variance: residual,
+            residual_mean: 0.0,
+            reward_variance: reward,
+            calibrated_variance: reward,
+            covariance: reward,
+            groups: 4,
+            pairs: 32,
+        }
+    }
+
+    #[test]
+    fn weights_at_the_edges() {
+        let cfg = DenoiseConfig::default();
+        let e = estimate(0.1, 0.1);
+        assert_eq!(stream_weights(0, 100, Some(&e), &cfg), StreamWeights { anchor: 0.0, world_model: 1.0, noise_ratio: 1.0 });
+        assert_eq!(stream_weights(10, 0, Some(&e), &cfg).anchor, 1.0);
+        let w = stream_weights(0, 0, None, &cfg);
+        assert_eq!(w.anchor + w.world_model, 1.0);
+        // No estimate, or a zero residual: proportional to counts.
+        assert!((stream_weights(10, 90, None, &cfg).anchor - 0.1).abs() < 1e-15);
+        assert!((stream_weights(10, 90, Some(&estimate(0.0, 0.2)), &cfg).anchor - 0.1).abs() < 1e-15);
+        // κ = 1: a world-model sample counts half.
+        assert!((stream_weights(10, 90, Some(&e), &cfg).anchor - 10.0 / 55.0).abs() < 1e-15);
+        // All-equal binary anchor groups: v_r = 0 is floored, weights finite.
+        let w = stream_weights(10, 90, Some(&estimate(0.05, 0.0)), &cfg);
+        assert!(w.anchor.is_finite() && w.anchor < 1.0 && w.world_model > 0.0);
+        assert_eq!(w.noise_ratio, 50.0);
+    }
+
+    #[test]
+    fn cross_fit_is_out_of_sample() {
+        // Pure-noise rewards: an in-sample isotonic fit would chase them; the
+        // cross-fitted residual variance stays near the true noise variance 1/12.
+        let config = CalibratorConfig { min_pairs: 8, ..Default::default() };
+        let mut c = OnlineCalibrator::new(config).unwrap();
+        let mut x = 0.123_f64;
+        let mut next = || {
+            x = (x * 9301.0 + 0.49297).fract();
+            x
+        };
+        let mut pairs = Vec::new();
+        for g in 0..40 {
+            for _ in 0..8 {
+                pairs.push(AnchorPair { score: next(), reward: next(), weight: 1.0, step: 0, group: g });
+            }
+        }
+        c.update(0, &pairs).unwrap();
+        let e = cross_fit(&c, 5, true).unwrap().unwrap();
+        assert_eq!((e.groups, e.pairs), (40, 320));
+        assert!(e.residual_variance > 1.0 / 12.0 * 0.9, "{e:?}");
+        let in_sample = pairs.iter().map(|p| (p.reward - c.predict(p.score)).powi(2)).sum::<f64>() / 320.0;
+        assert!(in_sample < e.residual_variance, "in-sample {in_sample} vs cross-fitted {}", e.residual_variance);
+    }
+
+    #[test]
+    fn no_estimate_from_a_single_group() {
+        let mut c = OnlineCalibrator::new(CalibratorConfig { min_pairs: 1, ..Default::default() }).unwrap();
+        let pairs: Vec<_> =
+            (0..8).map(|i| AnchorPair { score: i as f64, reward: 0.0, weight: 1.0, step: 0, group: 0 }).collect();
+        c.update(0, &pairs).unwrap();
+        assert!(cross_fit(&c, 5, true).unwrap().is_none());
+    }
+
+    #[test]
+    fn lambda_is_clipped_and_zero_without_world_model() {
+        let e = estimate(0.0, 0.2);
+        assert!((ppi_lambda(Some(&e), 10, 90) - 0.9).abs() < 1e-12);
+        assert_eq!(ppi_lambda(Some(&e), 10, 0), 0.0);
+        assert_eq!(ppi_lambda(None, 10, 90), 0.0);
+        let neg = NoiseEstimate { covariance: -0.1, ..e };
+        assert_eq!(ppi_lambda(Some(&neg), 10, 90), 0.0);
+    }
+}

@@ -1,0 +1,264 @@
+//! The generic training step: schedule anchors, execute and imagine,
+//! calibrate, fuse, compute advantages, hand the batch to the learner.
+//!
+//! [`step`] runs the phases in order through the [`crate::seams`]. Each
+//! phase is also public ([`execute_anchors`], [`fuse_batch`]) so that a
+//! trainer that overlaps phases (anchors on robots while the GPU imagines)
+//! can reuse them and keep the same semantics.
+
+use serde::{Deserialize, Serialize};
+
+use crate::advantage::Stream;
+use crate::diagnostics::StepDiagnostics;
+use crate::error::Component;
+use crate::fuse::{Core, GroupInput};
+use crate::rng::{derive_seed, purpose};
+use crate::schedule::{AnchorPlan, TaskId};
+use crate::seams::{
+    Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution, Policy, WorldModel,
+};
+use crate::{Error, Result};
+
+/// What a step did, beyond the core's diagnostics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// The core's diagnostics.
+    pub diagnostics: StepDiagnostics,
+    /// Real episodes completed (each costs a real execution).
+    pub executions: usize,
+    /// Execution errors (re-queued episodes; each also cost an attempt).
+    pub execution_failures: usize,
+    /// Rollouts imagined by the world model.
+    pub imagined: usize,
+    /// Executed rollouts scored by the world model.
+    pub scored: usize,
+}
+
+/// One group's data, ready for fusion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupData<R> {
+    /// The rollouts, one per sample.
+    pub rollouts: Vec<R>,
+    /// Real rewards (anchors).
+    pub rewards: Option<Vec<f64>>,
+    /// World-model scores (world-model groups; anchors in mixed modes).
+    pub scores: Option<Vec<f64>>,
+}
+
+/// The seed of episode (`group`, `sample`) of `step` at `attempt`.
+pub fn episode_seed(seed: u64, step: u64, group: usize, sample: usize, attempt: u32) -> u64 {
+    derive_seed(seed, &[purpose::EPISODES, step, group as u64, sample as u64, attempt as u64])
+}
+
+/// Executes `requests`, re-queueing episodes that fail to execute (with a
+/// fresh seed) until each completes or `max_attempts` are spent. Returns
+/// (rollout, reward) per request, in order, and the number of failures.
+pub fn execute_anchors<A, P, E>(
+    executor: &mut E,
+    policy: &P,
+    requests: &[EpisodeRequest<'_, A::Prompt>],
+    seed: u64,
+    step: u64,
+    max_attempts: u32,
+) -> Result<(Vec<(A::Rollout, f64)>, usize)>
+where
+    A: Adapter,
+    P: ?Sized,
+    E: AnchorExecutor<A, P>,
+{
+    let _span = tracing::info_span!("execute_anchors", episodes = requests.len()).entered();
+    let mut results: Vec<Option<(A::Rollout, f64)>> = requests.iter().map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..requests.len()).collect();
+    let mut reasons = vec![String::new(); requests.len()];
+    let mut failures = 0;
+    for attempt in 0..max_attempts {
+        if pending.is_empty() {
+            break;
+        }
+        let batch: Vec<EpisodeRequest<'_, A::Prompt>> = pending
+            .iter()
+            .map(|&i| {
+                let r = requests[i];
+                EpisodeRequest { attempt, seed: episode_seed(seed, step, r.group, r.sample, attempt), ..r }
+            })
+            .collect();
+        let outcomes = executor.execute(policy, &batch).map_err(|e| Error::component(Component::Executor, e))?;
+        if outcomes.len() != batch.len() {
+            return Err(Error::Contract { component: Component::Executor, expected: batch.len(), got: outcomes.len() });
+        }
+        let mut still = Vec::new();
+        for (&i, outcome) in pending.iter().zip(outcomes) {
+            match outcome {
+                Execution::Completed { rollout, reward } => results[i] = Some((rollout, reward)),
+                Execution::Failed { reason } => {
+                    failures += 1;
+                    tracing::warn!(
+                        group = requests[i].group,
+                        sample = requests[i].sample,
+                        attempt,
+                        %reason,
+                        "anchor episode failed to execute; re-queued"
+                    );
+                    reasons[i] = reason;
+                    still.push(i);
+                }
+            }
+        }
+        pending = still;
+    }
+    if let Some(&i) = pending.first() {
+        return Err(Error::ExecutionExhausted {
+            group: requests[i].group,
+            sample: requests[i].sample,
+            attempts: max_attempts,
+            reason: std::mem::take(&mut reasons[i]),
+        });
+    }
+    Ok((results.into_iter().map(|r| r.expect("every pending episode completed")).collect(), failures))
+}
+
+/// Runs the core on the step's groups and assembles the learner's batch.
+pub fn fuse_batch<Q, R>(
+    core: &mut Core,
+    prompts: Vec<Q>,
+    tasks: &[TaskId],
+    plan: &AnchorPlan,
+    groups: Vec<GroupData<R>>,
+) -> Result<Batch<Q, R>> {
+    let _span = tracing::info_span!("fuse", groups = groups.len()).entered();
+    let step = core.step();
+    let inputs: Vec<GroupInput<'_>> = groups
+        .iter()
+        .enumerate()
+        .map(|(g, d)| GroupInput {
+            task: tasks[g],
+            stream: if plan.is_anchor[g] { Stream::Anchor } else { Stream::WorldModel },
+            rewards: d.rewards.as_deref(),
+            scores: d.scores.as_deref(),
+            inclusion_probability: plan.inclusion_probability[g],
+        })
+        .collect();
+    for (g, d) in groups.iter().enumerate() {
+        let n = d.rewards.as_ref().or(d.scores.as_ref()).map_or(0, Vec::len);
+        if d.rollouts.len() != n {
+            return Err(Error::InvalidGroup { group: g, message: format!("{} rollouts for {n} values", d.rollouts.len()) });
+        }
+    }
+    let out = core.process(&inputs)?;
+    drop(inputs);
+    let mut rollouts = groups.into_iter().flat_map(|d| d.rollouts);
+    let samples = out
+        .samples
+        .into_iter()
+        .map(|signal| BatchSample { signal, rollout: rollouts.next().expect("one rollout per sample") })
+        .collect();
+    Ok(Batch { step, prompts, samples, diagnostics: out.diagnostics })
+}
+
+/// One full training step through the seams (see the module docs).
+pub fn step<A, P, W, E>(
+    core: &mut Core,
+    adapter: &mut A,
+    policy: &mut P,
+    world_model: &mut W,
+    executor: &mut E,
+) -> Result<StepReport>
+where
+    A: Adapter,
+    P: Policy<A>,
+    W: WorldModel<A, P>,
+    E: AnchorExecutor<A, P>,
+{
+    let config = *core.config();
+    let step = core.step();
+    let _span = tracing::info_span!("train_step", step, mode = %config.mode).entered();
+    let (groups, n) = (config.groups, config.group_size);
+
+    let prompts = adapter.prompts(step, groups).map_err(|e| Error::component(Component::Adapter, e))?;
+    if prompts.len() != groups {
+        return Err(Error::Contract { component: Component::Adapter, expected: groups, got: prompts.len() });
+    }
+    let tasks: Vec<TaskId> = prompts.iter().map(|p| adapter.task(p)).collect();
+    let plan = core.plan(&tasks)?;
+    let requests = |anchor: bool| -> Vec<EpisodeRequest<'_, A::Prompt>> {
+        (0..groups)
+            .filter(|&g| plan.is_anchor[g] == anchor)
+            .flat_map(|g| {
+                let prompt = &prompts[g];
+                (0..n).map(move |sample| EpisodeRequest {
+                    group: g,
+                    sample,
+                    prompt,
+                    seed: episode_seed(config.seed, step, g, sample, 0),
+                    attempt: 0,
+                })
+            })
+            .collect()
+    };
+    let mut data: Vec<Option<GroupData<A::Rollout>>> = (0..groups).map(|_| None).collect();
+
+    // Anchors: execute for real, then (mixed modes) score with the world model.
+    let anchor_requests = requests(true);
+    let (executed, execution_failures) =
+        execute_anchors::<A, P, E>(executor, policy, &anchor_requests, config.seed, step, config.max_attempts)?;
+    let executions = executed.len();
+    let mut scored = 0;
+    let anchor_scores = if config.mode.mixes_streams() && !executed.is_empty() {
+        let _span = tracing::info_span!("score_anchors", episodes = executed.len()).entered();
+        let episodes: Vec<ExecutedEpisode<'_, A::Prompt, A::Rollout>> = anchor_requests
+            .iter()
+            .zip(&executed)
+            .map(|(r, (rollout, reward))| ExecutedEpisode {
+                group: r.group,
+                sample: r.sample,
+                prompt: r.prompt,
+                rollout,
+                reward: *reward,
+            })
+            .collect();
+        let scores = world_model.score(&episodes).map_err(|e| Error::component(Component::WorldModel, e))?;
+        if scores.len() != episodes.len() {
+            return Err(Error::Contract { component: Component::WorldModel, expected: episodes.len(), got: scores.len() });
+        }
+        world_model.observe(&episodes).map_err(|e| Error::component(Component::WorldModel, e))?;
+        scored = scores.len();
+        Some(scores)
+    } else {
+        None
+    };
+    let mut scores_iter = anchor_scores.into_iter().flatten();
+    let mut executed_iter = executed.into_iter();
+    for g in (0..groups).filter(|&g| plan.is_anchor[g]) {
+        let (rollouts, rewards): (Vec<_>, Vec<_>) = executed_iter.by_ref().take(n).unzip();
+        let scores = config.mode.mixes_streams().then(|| scores_iter.by_ref().take(n).collect());
+        data[g] = Some(GroupData { rollouts, rewards: Some(rewards), scores });
+    }
+
+    // World-model groups: imagine.
+    let wm_requests = requests(false);
+    let mut imagined = 0;
+    if !wm_requests.is_empty() {
+        let _span = tracing::info_span!("imagine", episodes = wm_requests.len()).entered();
+        let out = world_model.imagine(policy, &wm_requests).map_err(|e| Error::component(Component::WorldModel, e))?;
+        if out.len() != wm_requests.len() {
+            return Err(Error::Contract { component: Component::WorldModel, expected: wm_requests.len(), got: out.len() });
+        }
+        imagined = out.len();
+        let mut it = out.into_iter();
+        for g in (0..groups).filter(|&g| !plan.is_anchor[g]) {
+            let (rollouts, scores): (Vec<_>, Vec<_>) = it.by_ref().take(n).map(|i| (i.rollout, i.score)).unzip();
+            data[g] = Some(GroupData { rollouts, rewards: None, scores: Some(scores) });
+        }
+    }
+    drop(anchor_requests);
+    drop(wm_requests);
+
+    let data: Vec<GroupData<A::Rollout>> = data.into_iter().map(|d| d.expect("every group produced")).collect();
+    let batch = fuse_batch(core, prompts, &tasks, &plan, data)?;
+    let diagnostics = batch.diagnostics.clone();
+    {
+        let _span = tracing::info_span!("learn").entered();
+        policy.learn(batch).map_err(|e| Error::component(Component::Policy, e))?;
+    }
+    Ok(StepReport { diagnostics, executions, execution_failures, imagined, scored })
+}

@@ -1,0 +1,47 @@
+//! Run artefacts a person reads: files written atomically, metrics as JSONL,
+//! and PNG plots drawn from them.
+//!
+//! Everything here is domain-free; the trainers and benchmarks decide what to
+//! record. Metrics are data, not log lines: a [`MetricsSink`] appends one JSON
+//! object per line and plots are drawn from those rows.
+
+pub mod atomic;
+pub mod metrics;
+pub mod plot;
+
+pub use atomic::{write_atomic, write_json_atomic};
+pub use metrics::MetricsSink;
+pub use plot::{LinePlot, Series, SeriesStyle};
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be written or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A value could not be serialised to JSON.
+    #[error("cannot serialise to JSON for {path}: {source}")]
+    Json {
+        /// The file it was meant for.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// The plot could not be drawn.
+    #[error("cannot draw plot {path}: {message}")]
+    Plot {
+        /// The PNG file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,1 @@
+//! Synthetic WMRL benchmark (being written).

@@ -1,0 +1,169 @@
+//! Checkpoints: a folder with `model.safetensors` (every named tensor of the
+//! policy, f32) and `config.json` (architecture, tokenizer vocabulary, action
+//! binning, and free-form provenance), both written atomically.
+//!
+//! Loading checks every tensor's name and shape against the architecture built
+//! from `config.json` *before* copying any value, so a mismatched checkpoint
+//! fails with the tensor and both shapes and leaves the model untouched.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::{Dtype, SafeTensors, View};
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::config::ModelConfig;
+use crate::model::VlaPolicy;
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+/// Weights file inside a checkpoint folder.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// Config file inside a checkpoint folder.
+pub const CONFIG_FILE: &str = "config.json";
+/// Value of [`CheckpointConfig::format`].
+pub const FORMAT: &str = "wmrl-vla";
+/// Current [`CheckpointConfig::version`].
+pub const VERSION: u32 = 1;
+
+/// `config.json` of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Always `"wmrl-vla"`.
+    pub format: String,
+    /// Format version (1).
+    pub version: u32,
+    /// Architecture, including the action chunk and its binning.
+    pub model: ModelConfig,
+    /// Instruction vocabulary.
+    pub tokenizer: Tokenizer,
+    /// Provenance (training config, data, step, metrics); not read back.
+    #[serde(default)]
+    pub info: serde_json::Value,
+}
+
+/// An owned f32 tensor in safetensors' view.
+struct OwnedView {
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for OwnedView {
+    fn dtype(&self) -> Dtype {
+        Dtype::F32
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// Named tensors of a policy, sorted by name.
+fn named_tensors(policy: &VlaPolicy) -> BTreeMap<String, Tensor> {
+    policy.var_store().variables().into_iter().collect()
+}
+
+/// Serialises every tensor of `policy` to safetensors bytes.
+pub fn weights_bytes(policy: &VlaPolicy) -> Result<Vec<u8>> {
+    let mut views = Vec::new();
+    for (name, tensor) in named_tensors(policy) {
+        let cpu = tensor.detach().to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
+        let numel = cpu.numel();
+        let mut data = vec![0u8; numel * 4];
+        cpu.f_copy_data_u8(&mut data, numel).map_err(Error::torch(format!("reading tensor `{name}`")))?;
+        let shape = cpu.size().iter().map(|&d| d as usize).collect();
+        views.push((name, OwnedView { shape, data }));
+    }
+    safetensors::tensor::serialize(views, &None)
+        .map_err(|e| Error::BadCheckpoint { path: PathBuf::from(WEIGHTS_FILE), message: e.to_string() })
+}
+
+/// Writes `dir/model.safetensors` then `dir/config.json`, each atomically.
+pub fn save(policy: &VlaPolicy, dir: &Path, info: serde_json::Value) -> Result<()> {
+    let _span = tracing::info_span!("save_checkpoint", dir = %dir.display()).entered();
+    wmrl_report::write_atomic(&dir.join(WEIGHTS_FILE), &weights_bytes(policy)?)?;
+    let config = CheckpointConfig {
+        format: FORMAT.into(),
+        version: VERSION,
+        model: policy.config().clone(),
+        tokenizer: policy.tokenizer().clone(),
+        info,
+    };
+    wmrl_report::write_json_atomic(&dir.join(CONFIG_FILE), &config)?;
+    Ok(())
+}
+
+/// Reads and checks `dir/config.json`.
+pub fn read_config(dir: &Path) -> Result<CheckpointConfig> {
+    let path = dir.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
+    let config: CheckpointConfig = serde_json::from_str(&text).map_err(|source| Error::Json { path: path.clone(), source })?;
+    if config.format != FORMAT || config.version != VERSION {
+        return Err(Error::BadCheckpoint {
+            path,
+            message: format!(
+                "format `{}` version {} is not a {FORMAT} checkpoint of version {VERSION}",
+                config.format, config.version
+            ),
+        });
+    }
+    config.model.validate()?;
+    Ok(config)
+}
+
+/// Builds the policy described by `dir/config.json` on `device` and loads its weights.
+pub fn load(dir: &Path, device: Device) -> Result<VlaPolicy> {
+    let _span = tracing::info_span!("load_checkpoint", dir = %dir.display()).entered();
+    let config = read_config(dir)?;
+    let mut policy = VlaPolicy::new(config.model, config.tokenizer, device)?;
+    load_weights(&mut policy, &dir.join(WEIGHTS_FILE))?;
+    Ok(policy)
+}
+
+/// Copies the tensors of a safetensors file into `policy`, after checking that
+/// names, shapes and dtypes match exactly.
+pub fn load_weights(policy: &mut VlaPolicy, path: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let file = SafeTensors::deserialize(&bytes)
+        .map_err(|e| Error::BadCheckpoint { path: path.to_path_buf(), message: format!("not a safetensors file: {e:?}") })?;
+    let model = named_tensors(policy);
+    for (name, tensor) in &model {
+        let expected = tensor.size();
+        let view = file
+            .tensor(name)
+            .map_err(|_| Error::MissingTensor { path: path.to_path_buf(), name: name.clone(), expected: expected.clone() })?;
+        let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        if found != expected {
+            return Err(Error::ShapeMismatch { path: path.to_path_buf(), name: name.clone(), expected, found });
+        }
+        if view.dtype() != Dtype::F32 {
+            return Err(Error::BadCheckpoint {
+                path: path.to_path_buf(),
+                message: format!("tensor `{name}` has dtype {:?}, expected F32", view.dtype()),
+            });
+        }
+    }
+    let mut extra: Vec<_> = file.names().into_iter().filter(|n| !model.contains_key(*n)).collect();
+    extra.sort();
+    if let Some(name) = extra.first() {
+        let found = file.tensor(name).map(|v| v.shape().iter().map(|&d| d as i64).collect()).unwrap_or_default();
+        return Err(Error::UnexpectedTensor { path: path.to_path_buf(), name: name.to_string(), found });
+    }
+    tch::no_grad(|| -> Result<()> {
+        for (name, mut tensor) in model {
+            let view = file.tensor(&name).expect("checked above");
+            let source = Tensor::f_from_data_size(view.data(), &tensor.size(), Kind::Float)
+                .map_err(Error::torch(format!("decoding tensor `{name}`")))?;
+            tensor.f_copy_(&source).map_err(Error::torch(format!("copying tensor `{name}`")))?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,57 @@
+//! Command-line definition (clap derive) and logging set-up.
+
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::commands;
+
+/// WMRL post-trains robot policies with reinforcement learning, replacing most
+/// real executions with a learned world model and correcting its errors with a
+/// small anchor stream of real executions.
+#[derive(Debug, Parser)]
+#[command(name = "wmrl", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print machine-readable JSON instead of tables (commands that report figures).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Compute device for neural networks: auto, cpu, cuda or cuda:N.
+    #[arg(long, global = true, default_value = "auto")]
+    pub device: wmrl_tch::DeviceChoice,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the main job on the embedded default (what `cargo xtask demo` runs).
+    Demo(commands::demo::DemoArgs),
+    /// Show the compute device that would be used and what libtorch sees.
+    Device,
+    /// Whole-system benchmarks; figures as JSON with --json.
+    Bench(commands::bench::BenchArgs),
+    /// Behaviour cloning of demonstrations into a policy checkpoint.
+    Sft(commands::sft::SftArgs),
+}
+
+/// Installs the stderr subscriber: RUST_LOG if set, else a level from -v.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

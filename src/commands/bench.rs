@@ -1,0 +1,68 @@
+//! `wmrl bench …`: whole-system benchmarks. Each prints a table, or one JSON
+//! object with --json; ratios are always measured within the same run.
+
+use clap::{Args, Subcommand};
+
+use crate::cli::GlobalArgs;
+
+/// Arguments of `wmrl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub target: BenchTarget,
+}
+
+/// What to benchmark.
+#[derive(Debug, Subcommand)]
+pub enum BenchTarget {
+    /// Every benchmark below, one JSON object keyed by name.
+    All,
+    /// VLA policy: behaviour-cloning samples/s and batched inference actions/s.
+    Policy(PolicyBenchArgs),
+}
+
+pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
+    let mut results = serde_json::Map::new();
+    match args.target {
+        BenchTarget::All => {
+            results.insert("policy".into(), bench_policy(global, &PolicyBenchArgs::default())?);
+        }
+        BenchTarget::Policy(args) => {
+            results.insert("policy".into(), bench_policy(global, &args)?);
+        }
+    }
+    let value = serde_json::Value::Object(std::mem::take(&mut results));
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{value:#}");
+    }
+    Ok(())
+}
+
+/// Arguments of `wmrl bench policy`.
+#[derive(Debug, Args)]
+pub struct PolicyBenchArgs {
+    /// Model config: a shipped name (tiny, cpu, gpu) or a TOML file.
+    #[arg(long, default_value = "cpu")]
+    pub config: String,
+    /// Environments per inference batch.
+    #[arg(long, default_value_t = 50)]
+    pub envs: usize,
+}
+
+impl Default for PolicyBenchArgs {
+    fn default() -> Self {
+        Self { config: "cpu".into(), envs: 50 }
+    }
+}
+
+fn bench_policy(global: &GlobalArgs, args: &PolicyBenchArgs) -> anyhow::Result<serde_json::Value> {
+    let config = wmrl_vla::VlaConfig::load(&args.config, &[])?;
+    let device = wmrl_tch::select_device(global.device)?;
+    let options = wmrl_vla::bench::PolicyBenchOptions { inference_batch: args.envs, ..Default::default() };
+    let figures = wmrl_vla::bench::bench_policy(&config, device, &options)?;
+    let mut value = serde_json::to_value(figures)?;
+    value["config"] = serde_json::Value::String(args.config.clone());
+    Ok(value)
+}

@@ -1,0 +1,19 @@
+//! One module per subcommand; each parses nothing itself and calls libraries.
+
+pub mod bench;
+pub mod demo;
+pub mod device;
+pub mod sft;
+
+use crate::cli::{Cli, Command};
+
+/// Dispatches a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = cli.global;
+    match cli.command {
+        Command::Demo(args) => demo::run(&global, args),
+        Command::Device => device::run(&global),
+        Command::Bench(args) => bench::run(&global, args),
+        Command::Sft(args) => sft::run(&global, args),
+    }
+}

@@ -1,0 +1,19 @@
+//! `wmrl`: the command-line front end. It parses arguments, sets up logging
+//! and hands each subcommand to the library crates; no algorithm lives here.
+
+mod cli;
+mod commands;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    cli::init_tracing(cli.global.verbose);
+    match commands::run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
