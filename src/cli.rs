@@ -42,6 +42,12 @@ pub enum Command {
     Bench(commands::bench::BenchArgs),
     /// Behaviour cloning of demonstrations into a policy checkpoint.
     Sft(commands::sft::SftArgs),
+    /// AutoResearch: ML tasks, sandboxed solution runs, WMRL training of solution writers.
+    Research(commands::research::ResearchArgs),
+    /// The Rapier LIBERO-Long simulator: render, record, run the scripted experts.
+    Sim(commands::sim::SimArgs),
+    /// Scene files (TOML or BDDL): check what they hold.
+    Scene(commands::scene::SceneArgs),
 }
 
 /// Installs the stderr subscriber: RUST_LOG if set, else a level from -v.

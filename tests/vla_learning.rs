@@ -10,20 +10,23 @@ use wmrl_vla::{Decoding, PolicyInput, VlaConfig, checkpoint, sft, synthetic};
 
 #[test]
 fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
+    // One intra-op thread: results do not depend on the core count, and
+    // libtorch's OpenMP workers do not spin against the other test binaries.
+    tch::set_num_threads(1);
     let dir = tempfile::tempdir().unwrap();
     let demos = dir.path().join("demos");
-    for (i, episode) in synthetic::episodes(150, 3, 32, 1).iter().enumerate() {
+    for (i, episode) in synthetic::episodes(300, 2, 32, 1).iter().enumerate() {
         write_episode(&demos.join(format!("task{}/{i:04}.demo", episode.meta.task_index)), episode).unwrap();
     }
     // A failed episode with wrong actions must not be cloned.
-    let mut failed = synthetic::episodes(1, 3, 32, 2).remove(0);
+    let mut failed = synthetic::episodes(1, 2, 32, 2).remove(0);
     failed.meta.success = false;
     failed.actions.iter_mut().for_each(|a| *a = -*a);
     write_episode(&demos.join("task0/failed.demo"), &failed).unwrap();
 
     let config = VlaConfig::load("tiny", &["train.steps=400".into(), "train.eval_every=200".into()]).unwrap();
     let dataset = DemoDataset::load(&demos, &sft::dataset_options(&config)).unwrap();
-    assert_eq!(dataset.tasks.iter().map(|t| t.episodes).sum::<usize>(), 301);
+    assert_eq!(dataset.tasks.iter().map(|t| t.episodes).sum::<usize>(), 601);
     let out = dir.path().join("run");
     let mut steps = 0;
     let summary = sft::train(&config, &dataset, Device::Cpu, &out, &mut |e| {
@@ -67,8 +70,9 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
         }
     }
     let rate = |d: usize| right[d] as f64 / scenes.len() as f64;
+    eprintln!("per-dimension accuracy on unseen scenes: {:?}", (0..7).map(rate).collect::<Vec<_>>());
     // Image-and-language dimensions: 50% without looking at the image.
-    assert!(rate(0) >= 0.85 && rate(1) >= 0.85, "patch direction accuracy {:.2}, {:.2}", rate(0), rate(1));
+    assert!(rate(0) >= 0.9 && rate(1) >= 0.9, "patch direction accuracy {:.2}, {:.2}", rate(0), rate(1));
     // Language-only and proprio-only dimensions.
     assert!(rate(2) >= 0.95, "instruction-dependent dimension {:.2}", rate(2));
     assert!(rate(6) >= 0.9, "proprio-dependent gripper {:.2}", rate(6));

@@ -19,6 +19,8 @@ pub enum BenchTarget {
     All,
     /// VLA policy: behaviour-cloning samples/s and batched inference actions/s.
     Policy(PolicyBenchArgs),
+    /// Simulator: control steps/s per core (physics only, both cameras) and reset time.
+    Sim(SimBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -26,9 +28,13 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         BenchTarget::All => {
             results.insert("policy".into(), bench_policy(global, &PolicyBenchArgs::default())?);
+            results.insert("sim".into(), bench_sim(&SimBenchArgs::default())?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
+        }
+        BenchTarget::Sim(args) => {
+            results.insert("sim".into(), bench_sim(&args)?);
         }
     }
     let value = serde_json::Value::Object(std::mem::take(&mut results));
@@ -65,4 +71,31 @@ fn bench_policy(global: &GlobalArgs, args: &PolicyBenchArgs) -> anyhow::Result<s
     let mut value = serde_json::to_value(figures)?;
     value["config"] = serde_json::Value::String(args.config.clone());
     Ok(value)
+}
+
+/// Arguments of `wmrl bench sim`.
+#[derive(Debug, Args)]
+pub struct SimBenchArgs {
+    /// Control steps per task and mode.
+    #[arg(long, default_value_t = 150)]
+    pub steps: usize,
+    /// Camera image side (pixels).
+    #[arg(long, default_value_t = 128)]
+    pub size: u32,
+}
+
+impl Default for SimBenchArgs {
+    fn default() -> Self {
+        Self { steps: 150, size: 128 }
+    }
+}
+
+/// Single-core simulator throughput on expert-driven trajectories of all ten tasks.
+fn bench_sim(args: &SimBenchArgs) -> anyhow::Result<serde_json::Value> {
+    let opts = wmrl_sim::bench::SimBenchOptions {
+        steps: args.steps,
+        image_size: args.size,
+        ..Default::default()
+    };
+    Ok(serde_json::to_value(wmrl_sim::bench::bench_sim(&opts)?)?)
 }

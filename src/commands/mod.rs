@@ -3,7 +3,10 @@
 pub mod bench;
 pub mod demo;
 pub mod device;
+pub mod research;
+pub mod scene;
 pub mod sft;
+pub mod sim;
 
 use crate::cli::{Cli, Command};
 
@@ -15,5 +18,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Device => device::run(&global),
         Command::Bench(args) => bench::run(&global, args),
         Command::Sft(args) => sft::run(&global, args),
+        Command::Research(args) => research::run(&global, args),
+        Command::Sim(args) => sim::run(&global, args),
+        Command::Scene(args) => scene::run(&global, args),
     }
 }

@@ -3,54 +3,70 @@
 //! # Model
 //! A stream s ∈ {A (anchors), W (world model)} estimates the policy gradient
 //! from its Nₛ samples, ĝₛ = (1/Nₛ) Σᵢ Aᵢ ∇log π(τᵢ), with Aᵢ the
-//! group-centred reward. Anchor rewards are real: y = r. World-model
-//! rewards are calibrated scores y = f̂(ŝ), modelled as y = r + e with e
-//! zero-mean noise of within-group variance σ²_ξ, independent of r and of
-//! the score function. Write v_r for the within-group variance of real
-//! rewards and Φ = E‖∇log π‖². To first order (advantages independent of
-//! the score function's magnitude, equal group sizes, constants common to
-//! both streams dropped):
+//! group-relative advantage of the stream's reward y. Anchors use the real
+//! reward, y = r. World-model samples use y = f̂(ŝ) (ŝ without
+//! debiasing). Within a group, write y against r by its best linear fit,
 //!
 //! ```text
-//! Var(ĝ_A) ∝ v_r Φ / N_A            Var(ĝ_W) ∝ (v_r + σ²_ξ) Φ / N_W
+//! y = α r + η,     Cov(r, η) = 0,  Var(η) = s²,
 //! ```
 //!
-//! Both estimate the same gradient (once f̂ has removed the bias), so the
-//! unbiased combination w_A ĝ_A + w_W ĝ_W with w_A + w_W = 1 of least
-//! variance has wₛ ∝ 1/Var(ĝₛ):
+//! and let v_r be the within-group variance of r, Φ = E‖∇log π‖². To first
+//! order (advantages independent of the score function's magnitude, equal
+//! group sizes, constants common to both streams dropped), ĝ_W/α is a
+//! gradient estimate with rewards r + η/α, so
 //!
 //! ```text
-//! κ   = σ²_ξ / v_r                              (noise-to-signal ratio)
-//! w_A = N_A / (N_A + N_W / (1 + κ))             w_W = 1 − w_A
+//! Var(ĝ_A) ∝ v_r Φ / N_A           Var(ĝ_W / α) ∝ (v_r + s²/α²) Φ / N_W = (1 + κ) v_r Φ / N_W
+//! κ = s² / (α² v_r) = 1/ρ² − 1,     ρ = Corr(r, y) within groups.
 //! ```
 //!
-//! i.e. a world-model sample is worth 1/(1 + κ) of an anchor sample, and the
-//! fused variance is ∝ v_r / (N_A + N_W/(1 + κ)). The learner multiplies each
-//! stream's mean loss by its weight (the core hands per-sample loss weights
-//! wₛ/Nₛ). With std-scaled advantages both streams are rescaled per group;
-//! the weights are then a first-order approximation, still ordering the
-//! streams by reliability.
+//! The least-variance combination w_A ĝ_A + w_W ĝ_W with w_A + w_W = 1
+//! has wₛ ∝ 1/Var:
+//!
+//! ```text
+//! w_A = N_A / (N_A + N_W/(1 + κ)) = N_A / (N_A + ρ² N_W),     w_W = 1 − w_A,
+//! ```
+//!
+//! i.e. a world-model sample is worth ρ² of an anchor sample. The learner
+//! multiplies each stream's mean loss by its weight (the core hands
+//! per-sample loss weights wₛ/Nₛ). The weights sum to one and the world
+//! model's stream is not rescaled by 1/α: its expected gradient is α times
+//! the anchors' (std-scaled advantages: ρ times), so the fused direction is
+//! right and only its length shrinks, which the learning rate absorbs.
+//!
+//! In terms of the residual noise σ²_ξ = Var(r − y) (within groups), with
+//! v_y = Var(y) and c = Cov(r, y) = (v_r + v_y − σ²_ξ)/2, ρ² = c²/(v_r v_y):
+//! - if the world model's error is independent of r (y = r + ξ), κ = σ²_ξ / v_r:
+//!   the error adds σ²_ξ to the within-group reward variance;
+//! - if y is a calibrated prediction (y = E[r | ŝ], what isotonic debiasing
+//!   aims at), its error is *anti*-correlated with r (Cov(y, r − y) = 0) and
+//!   κ = σ²_ξ / (v_r − σ²_ξ). Plugging σ²_ξ into the additive formula would
+//!   then cap κ at 1 however useless the world model, because a calibrated
+//!   but uninformative prediction is nearly constant and σ²_ξ ≈ v_r. The
+//!   correlation form covers both cases and is what is computed.
 //!
 //! # Estimation
-//! Only anchors carry both ŝ and r. σ²_ξ is estimated **out of sample** by
-//! K-fold cross-fitting over anchor *groups* in the calibrator's window: f̂
-//! is refitted without fold k and applied to fold k, so isotonic
-//! over-fitting (which interpolates its own training pairs) cannot make the
-//! noise look small. Errors constant within a group cancel in group-relative
-//! advantages, so σ²_ξ and v_r are *pooled within-group* variances
-//! (Σ SS_g / Σ df_g, weights as reliability weights). The total residual
-//! variance Var(r − f̂(ŝ)) is reported too.
+//! Only anchors carry both ŝ and r. The statistics are estimated **out of
+//! sample** by K-fold cross-fitting over anchor *groups* in the
+//! calibrator's window: f̂ is refitted without fold k and applied to fold k,
+//! so isotonic over-fitting (which interpolates its own training pairs)
+//! cannot make the world model look better than it is. Errors constant
+//! within a group cancel in group-relative advantages, so v_r, v_y, c and
+//! σ²_ξ are *pooled within-group* (co)variances (Σ SS_g / Σ df_g, weights
+//! as reliability weights). The total Var(r − f̂(ŝ)) is reported too.
 //!
 //! # Edges
 //! - no anchor stream (N_A = 0): w = (0, 1); no world-model stream: w = (1, 0);
 //!   neither: (½, ½), an arbitrary split of an empty batch;
 //! - no estimate yet (fewer than two anchor groups with two samples): κ = 0,
 //!   weights proportional to sample counts;
-//! - zero residual: κ = 0, the same;
-//! - all-equal (e.g. binary) anchor groups make v_r = 0: v_r is floored at
-//!   `reward_variance_floor` and κ capped at `max_noise_ratio`, so weights
-//!   stay finite and the world-model stream is not silenced by a window
-//!   without successes.
+//! - zero residual (y = r): ρ = 1, κ = 0, the same;
+//! - anchor groups without reward variance (v_r below `reward_variance_floor`,
+//!   e.g. all-equal binary groups early in training): ρ cannot be measured,
+//!   so κ = 0 again rather than silencing the world-model stream on no evidence;
+//! - a world model uncorrelated or anti-correlated with r (c ≤ 0), or
+//!   constant within groups: κ = `max_noise_ratio`, so weights stay finite.
 //!
 //! # Prediction-powered gradients (mode `ppi`)
 //! ĝ = λ ĝ_W(f̂) + ĝ_A(r) − λ ĝ_A(f̂) is unbiased for every λ when anchors
@@ -75,7 +91,8 @@ use crate::{Error, Result};
 pub struct DenoiseConfig {
     /// Cross-fitting folds over anchor groups (default: 5).
     pub folds: usize,
-    /// Lower bound on the within-group reward variance v_r (default: 1e-3).
+    /// Below this within-group reward variance v_r on anchors, the world
+    /// model's informativeness is not estimated (κ = 0) (default: 1e-4).
     pub reward_variance_floor: f64,
     /// Upper bound on κ = σ²_ξ / v_r (default: 1e4).
     pub max_noise_ratio: f64,
@@ -83,7 +100,7 @@ pub struct DenoiseConfig {
 
 impl Default for DenoiseConfig {
     fn default() -> Self {
-        Self { folds: 5, reward_variance_floor: 1e-3, max_noise_ratio: 1e4 }
+        Self { folds: 5, reward_variance_floor: 1e-4, max_noise_ratio: 1e4 }
     }
 }
 
@@ -122,10 +139,12 @@ pub struct NoiseEstimate {
     pub residual_mean: f64,
     /// v_r: pooled within-group variance of real rewards (before the floor).
     pub reward_variance: f64,
-    /// Pooled within-group variance of f̂₋ₖ(ŝ).
+    /// v_y: pooled within-group variance of f̂₋ₖ(ŝ).
     pub calibrated_variance: f64,
-    /// Pooled within-group covariance of r and f̂₋ₖ(ŝ).
+    /// c: pooled within-group covariance of r and f̂₋ₖ(ŝ).
     pub covariance: f64,
+    /// ρ = c / √(v_r v_y), 0 when undefined.
+    pub correlation: f64,
     /// Anchor groups used.
     pub groups: usize,
     /// Anchor pairs used.
@@ -229,13 +248,16 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
         return Ok(None);
     }
     let df_total = all.w - all.w2 / all.w;
+    let (v_r, v_y, c) = (ss_r / df, ss_f / df, sp_rf / df);
+    let correlation = if v_r > 0.0 && v_y > 0.0 { (c / (v_r * v_y).sqrt()).clamp(-1.0, 1.0) } else { 0.0 };
     Ok(Some(NoiseEstimate {
         residual_variance: ss_e / df,
         total_residual_variance: if df_total > 0.0 { ss_total / df_total } else { 0.0 },
         residual_mean: mean_e_all,
-        reward_variance: ss_r / df,
-        calibrated_variance: ss_f / df,
-        covariance: sp_rf / df,
+        reward_variance: v_r,
+        calibrated_variance: v_y,
+        covariance: c,
+        correlation,
         groups: n_groups,
         pairs: pairs.len(),
     }))
@@ -248,7 +270,7 @@ pub struct StreamWeights {
     pub anchor: f64,
     /// w_W, for the world-model stream.
     pub world_model: f64,
-    /// κ = σ²_ξ / v_r used (0 without an estimate).
+    /// κ = 1/ρ² − 1 used (0 without an estimate).
     pub noise_ratio: f64,
 }
 
@@ -260,11 +282,15 @@ pub fn stream_weights(
     estimate: Option<&NoiseEstimate>,
     config: &DenoiseConfig,
 ) -> StreamWeights {
-    let kappa = estimate.map_or(0.0, |e| {
-        let v = e.reward_variance.max(config.reward_variance_floor);
-        let k = e.residual_variance.max(0.0) / v;
-        if k.is_finite() { k.min(config.max_noise_ratio) } else { config.max_noise_ratio }
-    });
+    let kappa = match estimate {
+        None => 0.0,
+        Some(e) if !(e.reward_variance >= config.reward_variance_floor) => 0.0,
+        Some(e) if e.covariance <= 0.0 || e.calibrated_variance <= 0.0 => config.max_noise_ratio,
+        Some(e) => {
+            let k = e.calibrated_variance * e.reward_variance / (e.covariance * e.covariance) - 1.0;
+            if k.is_finite() { k.clamp(0.0, config.max_noise_ratio) } else { config.max_noise_ratio }
+        }
+    };
     let (na, nw) = (anchor_samples as f64, world_model_samples as f64);
     let (anchor, world_model) = match (anchor_samples, world_model_samples) {
         (0, 0) => (0.5, 0.5),
@@ -301,14 +327,17 @@ mod tests {
     use super::*;
     use crate::calibrator::{AnchorPair, CalibratorConfig};
 
+    /// Statistics of y = r + ξ with ξ independent of r: Var ξ = `residual`, Var r = `reward`.
     fn estimate(residual: f64, reward: f64) -> NoiseEstimate {
+        let v_y = reward + residual;
         NoiseEstimate {
             residual_variance: residual,
             total_residual_variance: residual,
             residual_mean: 0.0,
             reward_variance: reward,
-            calibrated_variance: reward,
+            calibrated_variance: v_y,
             covariance: reward,
+            correlation: if reward > 0.0 { reward / (reward * v_y).sqrt() } else { 0.0 },
             groups: 4,
             pairs: 32,
         }
@@ -325,12 +354,21 @@ mod tests {
         // No estimate, or a zero residual: proportional to counts.
         assert!((stream_weights(10, 90, None, &cfg).anchor - 0.1).abs() < 1e-15);
         assert!((stream_weights(10, 90, Some(&estimate(0.0, 0.2)), &cfg).anchor - 0.1).abs() < 1e-15);
-        // κ = 1: a world-model sample counts half.
-        assert!((stream_weights(10, 90, Some(&e), &cfg).anchor - 10.0 / 55.0).abs() < 1e-15);
-        // All-equal binary anchor groups: v_r = 0 is floored, weights finite.
+        // Independent noise as large as the signal: κ = σ²/v_r = 1, a world-model sample counts half.
+        assert!((stream_weights(10, 90, Some(&e), &cfg).anchor - 10.0 / 55.0).abs() < 1e-12);
+        // A calibrated but shrunk prediction: y = E[r|ŝ] with Var y = v_r − σ² and Cov(r, y) = Var y.
+        // κ = σ²/(v_r − σ²) = 3 for σ² = 0.075, v_r = 0.1, not the additive 0.75.
+        let calibrated = NoiseEstimate { calibrated_variance: 0.025, covariance: 0.025, ..estimate(0.075, 0.1) };
+        assert!((stream_weights(10, 90, Some(&calibrated), &cfg).noise_ratio - 3.0).abs() < 1e-9);
+        // All-equal binary anchor groups: v_r = 0, ρ not measurable, weights ∝ counts.
         let w = stream_weights(10, 90, Some(&estimate(0.05, 0.0)), &cfg);
-        assert!(w.anchor.is_finite() && w.anchor < 1.0 && w.world_model > 0.0);
-        assert_eq!(w.noise_ratio, 50.0);
+        assert_eq!(w.noise_ratio, 0.0);
+        assert!((w.anchor - 0.1).abs() < 1e-15);
+        // An uninformative world model (c = 0): κ capped, weights finite, world model nearly silenced.
+        let useless = NoiseEstimate { covariance: 0.0, ..estimate(0.1, 0.1) };
+        let w = stream_weights(10, 90, Some(&useless), &cfg);
+        assert_eq!(w.noise_ratio, cfg.max_noise_ratio);
+        assert!(w.anchor.is_finite() && w.anchor > 0.99 && w.anchor + w.world_model == 1.0);
     }
 
     #[test]
@@ -369,7 +407,7 @@ mod tests {
 
     #[test]
     fn lambda_is_clipped_and_zero_without_world_model() {
-        let e = estimate(0.0, 0.2);
+        let e = estimate(0.0, 0.2); // y = r: Cov = Var, λ* = 1/(1 + 10/90) = 0.9
         assert!((ppi_lambda(Some(&e), 10, 90) - 0.9).abs() < 1e-12);
         assert_eq!(ppi_lambda(Some(&e), 10, 0), 0.0);
         assert_eq!(ppi_lambda(None, 10, 90), 0.0);

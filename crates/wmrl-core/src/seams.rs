@@ -74,7 +74,7 @@ pub trait Adapter {
 }
 
 /// One episode to produce: rollout `sample` of group `group`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct EpisodeRequest<'a, Q> {
     /// Group index within the step.
     pub group: usize,
@@ -88,6 +88,14 @@ pub struct EpisodeRequest<'a, Q> {
     /// 0 on the first try, then 1, 2, … when re-queued after an execution error.
     pub attempt: u32,
 }
+
+impl<Q> Clone for EpisodeRequest<'_, Q> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q> Copy for EpisodeRequest<'_, Q> {}
 
 /// The outcome of executing one episode for real.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +125,7 @@ pub struct Imagined<R> {
 }
 
 /// An executed rollout to score, or to learn from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct ExecutedEpisode<'a, Q, R> {
     /// Group index within the step.
     pub group: usize,
@@ -130,6 +138,14 @@ pub struct ExecutedEpisode<'a, Q, R> {
     /// Its real reward.
     pub reward: f64,
 }
+
+impl<Q, R> Clone for ExecutedEpisode<'_, Q, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q, R> Copy for ExecutedEpisode<'_, Q, R> {}
 
 /// Runs episodes for real: the anchor stream.
 pub trait AnchorExecutor<A: Adapter, P: ?Sized> {

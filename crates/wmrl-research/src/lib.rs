@@ -10,14 +10,31 @@
 //! - [`executor`]: the anchor executor: runs a solution in the sandbox
 //!   (`wmrl-sandbox`), validates and scores its submission, caches results by
 //!   solution-text hash.
+//! - [`adapter`]: the core's seams for this domain (adapter, sandbox anchor
+//!   executor, text world model over a [`adapter::TextScorer`]).
+//! - [`openai`]: an OpenAI-compatible chat client with retries; [`judge`]:
+//!   the LLM judge world model; [`sampler`]: an LLM as policy, exporting
+//!   GRPO batches as JSONL.
+//! - [`train`]: the trainer (plan policy × text world model × sandbox) in
+//!   every core mode.
+//! - [`textmodel`] (tch): the learned text world model; [`policy`] (tch): the
+//!   in-process plan policy trained by GRPO.
 
+pub mod adapter;
 pub mod executor;
+pub mod judge;
 pub mod leaderboard;
 pub mod metric;
+pub mod openai;
 pub mod plan;
+pub mod policy;
+pub mod python;
+pub mod sampler;
 pub mod submission;
 pub mod suite;
 pub mod task;
+pub mod textmodel;
+pub mod train;
 
 pub use executor::{ExecutionCache, Outcome, SolutionRunner};
 pub use leaderboard::Leaderboard;
@@ -69,6 +86,16 @@ pub enum Error {
         /// What was being built.
         what: String,
         /// What went wrong.
+        message: String,
+    },
+    /// An HTTP endpoint kept failing.
+    #[error("endpoint {url} failed after {attempts} attempts: {message}")]
+    Endpoint {
+        /// The URL.
+        url: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
         message: String,
     },
     /// An unknown suite name.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -33,8 +33,10 @@ pub struct SandboxConfig {
     pub max_concurrent: usize,
     /// Limits of each run (default: [`Limits::default`]).
     pub limits: Limits,
-    /// First uid of the per-run identities in root mode; slot `i` runs as
-    /// `uid_base + i` (default: 64000). They need no passwd entry.
+    /// First uid of the per-run identities in root mode (default: 64000).
+    /// Each run leases a free uid in `uid_base..uid_base + 1024` through a lock
+    /// file (`$TMPDIR/wmrl-sandbox-uids/<uid>.lock`, flock), so runs of any
+    /// process on the machine never share a uid. They need no passwd entry.
     pub uid_base: u32,
     /// Refuse to start when only [`Isolation::Bare`] is available (default: false).
     pub require_isolation: bool,
@@ -98,7 +100,6 @@ struct Inner {
     isolation: Isolation,
     read_only: Vec<PathBuf>,
     permits: Semaphore,
-    free_slots: Mutex<Vec<u32>>,
     counter: AtomicU64,
 }
 
@@ -135,7 +136,6 @@ impl Sandbox {
                 isolation: candidates[0],
                 read_only,
                 permits: Semaphore::new(slots),
-                free_slots: Mutex::new((0..slots as u32).rev().collect()),
                 counter: AtomicU64::new(0),
                 config,
             }),
@@ -207,18 +207,19 @@ impl Sandbox {
 
     async fn run_program(&self, program: &Path, job: Job) -> Result<RunReport> {
         let _permit = self.inner.permits.acquire().await.map_err(|_| Error::Closed)?;
-        let slot = self.inner.free_slots.lock().expect("slot lock").pop().expect("a permit guarantees a slot");
+        let lease = match self.isolation() {
+            Isolation::Root => Some(UidLease::acquire(self.inner.config.uid_base)?),
+            _ => None,
+        };
         let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
-        let span = info_span!("sandbox_run", id, slot);
-        let result = self.run_in_slot(program, job, slot, id).instrument(span).await;
-        self.inner.free_slots.lock().expect("slot lock").push(slot);
-        result
+        let uid = lease.as_ref().map_or(0, |l| l.uid);
+        let span = info_span!("sandbox_run", id, uid);
+        self.run_as(program, job, uid, id).instrument(span).await
     }
 
-    async fn run_in_slot(&self, program: &Path, job: Job, slot: u32, id: u64) -> Result<RunReport> {
+    async fn run_as(&self, program: &Path, job: Job, uid: u32, id: u64) -> Result<RunReport> {
         let config = &self.inner.config;
         let limits = job.limits.clone().unwrap_or_else(|| config.limits.clone());
-        let uid = config.uid_base + slot;
         let mode = match self.isolation() {
             Isolation::Root => JailMode::Root { uid, gid: uid },
             // SAFETY: getuid/getgid have no preconditions.
@@ -322,6 +323,37 @@ async fn join_capture(handle: tokio::task::JoinHandle<Captured>, wait: Duration)
     match tokio::time::timeout(wait, handle).await {
         Ok(Ok(captured)) => captured,
         _ => Captured { text: String::new(), total_bytes: 0, truncated: true },
+    }
+}
+
+/// A uid reserved for one run, machine-wide, by an exclusive flock on its
+/// lock file; released when dropped (or when the process dies).
+struct UidLease {
+    uid: u32,
+    _file: std::fs::File,
+}
+
+impl UidLease {
+    const RANGE: u32 = 1024;
+
+    fn acquire(base: u32) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join("wmrl-sandbox-uids");
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        for uid in base..base + Self::RANGE {
+            let path = dir.join(format!("{uid}.lock"));
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|source| Error::Io { path: path.clone(), source })?;
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Self { uid, _file: file });
+            }
+        }
+        Err(Error::NoIsolation { reason: format!("all {} sandbox uids from {base} are in use", Self::RANGE) })
     }
 }
 

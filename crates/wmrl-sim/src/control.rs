@@ -93,7 +93,8 @@ impl Controller {
         let target = world.robot.base.inverse() * target_world;
         let mut goal = q.clone();
         let weights = if robot.chain.dof() >= 6 { [1.0, 1.0] } else { [1.0, 0.1] };
-        robot.chain.solve_dls(&mut goal, &target, p.ik_iterations, p.ik_lambda, weights);
+        let residual = robot.chain.solve_dls(&mut goal, &target, p.ik_iterations, p.ik_lambda, weights);
+        tracing::trace!(residual, "ik");
         // Respect joint velocity limits over one control period.
         let dt = 1.0 / p.control_hz;
         for (i, j) in robot.chain.joints.iter().enumerate() {
@@ -109,6 +110,11 @@ impl Controller {
         } else {
             0.0
         };
+    }
+
+    /// The joint goal of the current control step.
+    pub fn goal(&self) -> &[f64] {
+        &self.q_goal
     }
 
     /// Holds the arm at `q` (used while settling initial states).

@@ -312,6 +312,11 @@ impl SimEnv {
         self.world().capture(&self.task().name)
     }
 
+    /// The controller (gripper command, joint goal).
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
     /// Settings.
     pub fn config(&self) -> &EnvConfig {
         &self.config

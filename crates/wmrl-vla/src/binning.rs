@@ -41,7 +41,7 @@ impl Default for ActionBinning {
 impl ActionBinning {
     /// Checks `bins ≥ 2` and `low < high`.
     pub fn validate(&self) -> Result<()> {
-        if self.bins < 2 || !(self.low < self.high) || !self.low.is_finite() || !self.high.is_finite() {
+        if self.bins < 2 || self.low >= self.high || !self.low.is_finite() || !self.high.is_finite() {
             return Err(Error::Config {
                 origin: "model.action.binning".into(),
                 message: format!(

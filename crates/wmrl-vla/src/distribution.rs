@@ -77,6 +77,17 @@ impl ActionDistribution {
         flat.multinomial(1, true).view(&dims[..dims.len() - 1])
     }
 
+    /// Tokens `[B, C, D]` by inverse-CDF sampling with the given uniforms
+    /// (`f32 [B, C, D]` in `[0, 1)`): token = #{k : CDF(k) ≤ u}. With uniforms
+    /// drawn from a per-episode RNG, a sample does not depend on what else is
+    /// in the batch or on tch's global RNG.
+    pub fn sample_with_uniforms(&self, uniforms: &Tensor) -> Tensor {
+        let k = *self.log_probs.size().last().expect("logits have a bin dimension");
+        let cdf = self.log_probs.exp().cumsum(-1, Kind::Float);
+        let below = cdf.le_tensor(&uniforms.to_kind(Kind::Float).unsqueeze(-1));
+        below.sum_dim_intlist(-1, false, Kind::Int64).clamp_max(k - 1)
+    }
+
     /// Tokens chosen by `decoding` from `logits`.
     pub fn decode(logits: &Tensor, decoding: Decoding) -> Tensor {
         match decoding {
@@ -125,5 +136,17 @@ mod tests {
         assert!(greedy.equal(&cold));
         let hot = ActionDistribution::decode(&logits, Decoding::Sample { temperature: 1.0 });
         assert!(!greedy.equal(&hot));
+    }
+
+    #[test]
+    fn inverse_cdf_sampling_follows_the_probabilities() {
+        // Two bins with p = (0.25, 0.75): uniforms below 0.25 pick bin 0.
+        let logits = Tensor::from_slice(&[0.0f32, 3.0f32.ln()]).view([1, 1, 1, 2]);
+        let dist = ActionDistribution::new(&logits);
+        let pick = |u: f32| dist.sample_with_uniforms(&Tensor::from_slice(&[u]).view([1, 1, 1])).int64_value(&[0, 0, 0]);
+        assert_eq!(pick(0.0), 0);
+        assert_eq!(pick(0.2499), 0);
+        assert_eq!(pick(0.2501), 1);
+        assert_eq!(pick(0.99999), 1);
     }
 }

@@ -98,6 +98,32 @@ impl VlaPolicy {
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 
+    /// Samples one chunk per input at `temperature`, drawing every token's
+    /// uniform from that input's own RNG (`rngs[i]`), so an episode's samples
+    /// are reproducible from its seed whatever the batch holds.
+    pub fn sample_seeded<R: rand::Rng>(&self, inputs: &[PolicyInput<'_>], temperature: f64, rngs: &mut [R]) -> Result<Vec<ActionChunk>> {
+        if inputs.len() != rngs.len() {
+            return Err(Error::mismatch("random generators for seeded sampling", inputs.len(), rngs.len()));
+        }
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (agent, wrist, proprio, ids) = self.input_tensors(inputs)?;
+        let _guard = tch::no_grad_guard();
+        let logits = self.logits(&agent, &wrist, &proprio, &ids);
+        let per = self.config().tokens_per_chunk() as usize;
+        let uniforms: Vec<f32> = rngs.iter_mut().flat_map(|rng| (0..per).map(|_| rng.random::<f32>()).collect::<Vec<_>>()).collect();
+        let action = &self.config().action;
+        let uniforms = Tensor::from_slice(&uniforms).view([inputs.len() as i64, action.chunk_len, action.action_dim]).to_device(self.device());
+        let tokens = if temperature > 0.0 {
+            ActionDistribution::with_temperature(&logits, temperature).sample_with_uniforms(&uniforms)
+        } else {
+            logits.argmax(-1, false)
+        };
+        let log_probs = ActionDistribution::new(&logits).log_prob(&tokens);
+        Ok(self.chunks_from_tokens(&tokens, &log_probs))
+    }
+
     /// Turns tokens `[B, C, D]` and log-probabilities `[B]` into chunks.
     pub fn chunks_from_tokens(&self, tokens: &Tensor, log_probs: &Tensor) -> Vec<ActionChunk> {
         let action = &self.config().action;

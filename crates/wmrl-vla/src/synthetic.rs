@@ -7,7 +7,8 @@
 //! action is `a0 = ±0.5` (target patch right/left of the image centre),
 //! `a1 = ±0.5` (below/above), `a2 = +0.25` for task 0 and `−0.25` for task 1,
 //! `a3..a5 = 0`, and the gripper `a6 = +1` if `proprio[0] > 0` else `−1`.
-//! Scenes are static within an episode, so every action of an episode is
+//! Patch centres stay 2 px off the image's centre lines and `|proprio[0]| ≥ 0.5`,
+//! so every label is unambiguous. Scenes are static within an episode, so every action of an episode is
 //! the same. Without looking at the image, `a0`/`a1` are coin flips.
 
 use image::{Rgb, RgbImage};
@@ -49,13 +50,23 @@ impl Scene {
     /// A random scene of `task` with patches that do not overlap.
     pub fn random(task: usize, size: u32, rng: &mut impl Rng) -> Self {
         let side = patch_side(size);
-        let corner = |rng: &mut dyn rand::RngCore| (rng.random_range(0..=size - side), rng.random_range(0..=size - side));
+        // Patch centres keep 2 px away from the image's centre lines, so every
+        // label is unambiguous.
+        let coordinate = |rng: &mut dyn rand::RngCore| loop {
+            let c = rng.random_range(0..=size - side);
+            if (2 * c + side).abs_diff(size) >= 4 {
+                break c;
+            }
+        };
+        let corner = |rng: &mut dyn rand::RngCore| (coordinate(rng), coordinate(rng));
         let red = corner(rng);
         let mut blue = corner(rng);
         while red.0.abs_diff(blue.0) < side && red.1.abs_diff(blue.1) < side {
             blue = corner(rng);
         }
-        let proprio = (0..PROPRIO_DIM).map(|_| StandardNormal.sample(rng)).collect();
+        let mut proprio: Vec<f32> = (0..PROPRIO_DIM).map(|_| StandardNormal.sample(rng)).collect();
+        // The gripper's cue, proprio[0], stays at least 0.5 away from 0.
+        proprio[0] = proprio[0].signum() * (0.5 + 0.5 * proprio[0].abs());
         Self { task, red, blue, proprio, noise_seed: rng.random(), size }
     }
 

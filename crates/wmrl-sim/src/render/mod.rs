@@ -52,3 +52,28 @@ pub fn wrist_camera(world: &SimWorld, robot: &RobotModel) -> Camera {
     let offset = Isometry3::from_parts(Translation3::from(Vector3::from(mount.pos)), rot);
     Camera { pose: link * offset, fovy_deg: mount.fovy_deg }
 }
+
+/// Writes frames as an animated GIF (`delay_ms` per frame, looping).
+pub fn save_gif(frames: &[image::RgbImage], delay_ms: u32, path: &std::path::Path) -> crate::Result<()> {
+    use image::codecs::gif::{GifEncoder, Repeat};
+    let err = |message: String| crate::SimError::Image { path: path.to_path_buf(), message };
+    let tmp = path.with_extension("gif.tmp");
+    let file = std::fs::File::create(&tmp).map_err(|source| crate::SimError::Io { path: tmp.clone(), source })?;
+    let mut enc = GifEncoder::new_with_speed(std::io::BufWriter::new(file), 10);
+    enc.set_repeat(Repeat::Infinite).map_err(|e| err(e.to_string()))?;
+    for f in frames {
+        let rgba = image::DynamicImage::ImageRgb8(f.clone()).to_rgba8();
+        let frame = image::Frame::from_parts(rgba, 0, 0, image::Delay::from_numer_denom_ms(delay_ms, 1));
+        enc.encode_frame(frame).map_err(|e| err(e.to_string()))?;
+    }
+    drop(enc);
+    std::fs::rename(&tmp, path).map_err(|source| crate::SimError::Io { path: path.to_path_buf(), source })
+}
+
+/// Places two images side by side.
+pub fn side_by_side(a: &image::RgbImage, b: &image::RgbImage) -> image::RgbImage {
+    let mut out = image::RgbImage::new(a.width() + b.width(), a.height().max(b.height()));
+    image::imageops::replace(&mut out, a, 0, 0);
+    image::imageops::replace(&mut out, b, a.width() as i64, 0);
+    out
+}

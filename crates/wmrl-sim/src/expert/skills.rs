@@ -1,0 +1,432 @@
+//! Motion primitives as waypoint state machines. Each phase yields a waypoint
+//! (end-effector position and orientation, gripper command, speed, tolerance,
+//! timeout); the expert servos to it and advances when it is reached or timed out.
+//! Targets are recomputed from the current state every step (closed loop).
+
+use nalgebra::{Point3, UnitQuaternion, Vector3};
+
+use super::{Expert, current_yaw, down_orientation, forward_orientation, nearest_equivalent_yaw, servo};
+use crate::api::Action;
+use crate::env::SimEnv;
+use crate::physics::SimWorld;
+use crate::predicates::{RegionRef, resolve_region, site_frame};
+
+/// Distance from the tool centre point up to the bottom of the hand body (m).
+const HAND_ABOVE_TCP: f64 = 0.043;
+
+/// How to grasp an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Grasp {
+    /// From above, centred; TCP `height` above the object's bottom; fingers closing
+    /// along the object's yaw plus `yaw` (`None`: keep the current gripper yaw).
+    Top {
+        /// TCP height above the bottom (m).
+        height: f64,
+        /// Closing direction relative to the object's yaw (rad).
+        yaw: Option<f64>,
+    },
+    /// From above on a ring wall at `radius`, closing radially, on the side facing the robot.
+    Rim {
+        /// TCP height above the bottom (m).
+        height: f64,
+        /// Wall radius (m).
+        radius: f64,
+    },
+    /// Horizontally, approaching along world `dir`, fingers closing horizontally.
+    Side {
+        /// TCP height above the bottom (m).
+        height: f64,
+        /// Approach direction (x, y).
+        dir: [f64; 2],
+    },
+}
+
+/// Where to put an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Place {
+    /// Over a region (site or table rectangle), `offset` (world xy, m) from its
+    /// centre, released with the object's bottom `drop` above the region's floor
+    /// and the hand above `rim` (height of the container's rim over that floor).
+    Region {
+        /// Region full name.
+        region: String,
+        /// World-frame xy offset from the region centre.
+        offset: [f64; 2],
+        /// Release height of the object's bottom above the floor.
+        drop: f64,
+        /// Rim height above the floor that the hand must clear.
+        rim: f64,
+    },
+    /// On top of another object (e.g. a plate), centred.
+    OnObject {
+        /// The object below.
+        entity: String,
+    },
+}
+
+/// A motion primitive.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Skill {
+    /// Approach, grasp, lift, transport, place, release, retreat.
+    PickPlace {
+        /// Object to move.
+        object: String,
+        /// How to hold it.
+        grasp: Grasp,
+        /// Where it goes.
+        place: Place,
+        /// Gripper yaw while placing, relative to the yaw of the place region's owner.
+        place_yaw: Option<f64>,
+    },
+    /// Push a drawer shut along its axis (+y of the fixture).
+    PushDrawer {
+        /// Fixture.
+        fixture: String,
+        /// Drawer link name.
+        link: String,
+    },
+    /// Swing a revolute door shut by pushing its outer face.
+    CloseDoor {
+        /// Fixture.
+        fixture: String,
+        /// Door link name.
+        link: String,
+    },
+    /// Grasp a knob's fin and turn it to `target` (rad).
+    TurnKnob {
+        /// Fixture.
+        fixture: String,
+        /// Knob link name.
+        link: String,
+        /// Joint position to reach.
+        target: f64,
+    },
+}
+
+struct Waypoint {
+    pos: Vector3<f64>,
+    rot: UnitQuaternion<f64>,
+    gripper: f32,
+    speed: f64,
+    tol: f64,
+    timeout: usize,
+    hold: usize,
+    /// An extra completion test (e.g. a joint reached its goal).
+    done: bool,
+}
+
+impl Waypoint {
+    fn new(pos: Vector3<f64>, rot: UnitQuaternion<f64>, gripper: f32) -> Waypoint {
+        Waypoint { pos, rot, gripper, speed: 0.6, tol: 0.012, timeout: 60, hold: 0, done: false }
+    }
+    fn speed(mut self, s: f64) -> Self {
+        self.speed = s;
+        self
+    }
+    fn tol(mut self, t: f64) -> Self {
+        self.tol = t;
+        self
+    }
+    fn timeout(mut self, t: usize) -> Self {
+        self.timeout = t;
+        self
+    }
+    fn hold(mut self, h: usize) -> Self {
+        self.hold = h;
+        self.tol = f64::INFINITY;
+        self
+    }
+}
+
+fn entity_pose(world: &SimWorld, name: &str) -> Option<nalgebra::Isometry3<f64>> {
+    world.entity_index(name).map(|i| world.body_pose(world.entities[i].root))
+}
+
+fn yaw_of(iso: &nalgebra::Isometry3<f64>) -> f64 {
+    let x = iso.rotation * Vector3::x();
+    x.y.atan2(x.x)
+}
+
+/// Region centre (world), floor height, and the yaw of its owner.
+fn region_target(env: &SimEnv, name: &str) -> Option<(Vector3<f64>, f64, f64)> {
+    let world = env.world();
+    match resolve_region(env.scene(), world, name)? {
+        RegionRef::Site { entity, link, site } => {
+            let f = site_frame(world, entity, link, &site);
+            let c = f.translation.vector;
+            let owner = world.body_pose(world.entities[entity].root);
+            Some((c, c.z - site.half[2], yaw_of(&owner)))
+        }
+        RegionRef::Table { ranges } => {
+            let r = ranges.first()?;
+            Some((Vector3::new((r[0] + r[2]) / 2.0, (r[1] + r[3]) / 2.0, world.table_top), world.table_top, 0.0))
+        }
+    }
+}
+
+fn link_info(env: &SimEnv, fixture: &str, link: &str) -> Option<(usize, usize, f64)> {
+    let world = env.world();
+    let e = world.entity_index(fixture)?;
+    let l = world.entities[e].links.iter().position(|x| x.name == link)?;
+    Some((e, l, world.joint_position(world.entities[e].links[l].joint)))
+}
+
+/// The action of `skill` for the current state, or `None` once it is finished.
+pub(super) fn step(skill: &Skill, ex: &mut Expert, env: &SimEnv) -> Option<Action> {
+    let ee = env.ee_pose();
+    loop {
+        let wp = waypoint(skill, ex, env)?;
+        let err = (wp.pos - ee.translation.vector).norm();
+        let rot_err = (wp.rot * ee.rotation.inverse()).angle();
+        let reached = wp.done || (err < wp.tol && rot_err < 0.1 && ex.timer >= wp.hold);
+        if reached || ex.timer >= wp.timeout {
+            ex.next_phase();
+            continue;
+        }
+        return Some(servo(&ee, &wp.pos, &wp.rot, wp.speed, wp.gripper));
+    }
+}
+
+fn waypoint(skill: &Skill, ex: &mut Expert, env: &SimEnv) -> Option<Waypoint> {
+    match skill {
+        Skill::PickPlace { object, grasp, place, place_yaw } => pick_place(ex, env, object, grasp, place, *place_yaw),
+        Skill::PushDrawer { fixture, link } => push_drawer(ex, env, fixture, link),
+        Skill::CloseDoor { fixture, link } => close_door(ex, env, fixture, link),
+        Skill::TurnKnob { fixture, link, target } => turn_knob(ex, env, fixture, link, *target),
+    }
+}
+
+fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place: &Place, place_yaw: Option<f64>) -> Option<Waypoint> {
+    let world = env.world();
+    let ee = env.ee_pose();
+    let tcp = ee.translation.vector;
+    let obj = entity_pose(world, object)?;
+    let o = obj.translation.vector;
+    let table = world.table_top;
+    let (grasp_pos, height, side) = match grasp {
+        Grasp::Top { height, yaw } => {
+            let yaw = *ex.yaw.get_or_insert_with(|| match yaw {
+                Some(off) => nearest_equivalent_yaw(yaw_of(&obj) + off, current_yaw(&ee)),
+                None => clear_yaw(world, object, &o, *height, current_yaw(&ee)),
+            });
+            let _ = yaw;
+            (Vector3::new(o.x, o.y, o.z + height), *height, None)
+        }
+        Grasp::Rim { height, radius } => {
+            let base = env.world().robot.base.translation.vector;
+            let toward = Vector3::new(base.x - o.x, base.y - o.y, 0.0).normalize();
+            let yaw = *ex.yaw.get_or_insert_with(|| nearest_equivalent_yaw(toward.y.atan2(toward.x), current_yaw(&ee)));
+            let _ = yaw;
+            (Vector3::new(o.x + toward.x * radius, o.y + toward.y * radius, o.z + height), *height, None)
+        }
+        Grasp::Side { height, dir } => {
+            let d = Vector3::new(dir[0], dir[1], 0.0).normalize();
+            (Vector3::new(o.x, o.y, o.z + height), *height, Some(d))
+        }
+    };
+    let grasp_rot = match side {
+        Some(d) => forward_orientation(d),
+        None => down_orientation(ex.yaw.unwrap_or(0.0)),
+    };
+    // Where the object's bottom is relative to the TCP now (valid once grasped).
+    let held = Vector3::new(o.x - tcp.x, o.y - tcp.y, o.z - tcp.z);
+    let carry = table + 0.22 + height;
+    let (goal_xy, floor, release_tcp, owner_yaw) = match place {
+        Place::Region { region, offset, drop, rim } => {
+            let (c, floor, owner_yaw) = region_target(env, region)?;
+            let release = (floor + drop + height).max(floor + rim + 0.01 - HAND_ABOVE_TCP);
+            (Vector3::new(c.x + offset[0], c.y + offset[1], 0.0), floor, release, owner_yaw)
+        }
+        Place::OnObject { entity } => {
+            let under = entity_pose(world, entity)?;
+            let i = world.entity_index(entity)?;
+            let top = under.translation.vector.z + world.entities[i].spec.parts.iter().map(|p| p.aabb().1[2]).fold(0.0, f64::max);
+            (Vector3::new(under.translation.vector.x, under.translation.vector.y, 0.0), top, top + 0.008 + height, yaw_of(&under))
+        }
+    };
+    let _ = floor;
+    let carry_rot = match (side, place_yaw) {
+        (Some(d), _) => forward_orientation(d),
+        (None, Some(py)) => down_orientation(nearest_equivalent_yaw(owner_yaw + py, ex.yaw.unwrap_or(0.0))),
+        (None, None) => grasp_rot,
+    };
+    let over_goal = Vector3::new(goal_xy.x - held.x, goal_xy.y - held.y, carry);
+    // A missed or lost grasp: start the skill again (at most twice).
+    let carrying_phases = if side.is_some() { 4..7 } else { 3..6 };
+    if carrying_phases.contains(&ex.phase) && ex.timer > 2 {
+        let lost = env.gripper_width() < 0.004 || held.xy().norm() > 0.08;
+        if lost && ex.memo < 2.0 {
+            ex.memo += 1.0;
+            ex.phase = 0;
+            ex.timer = 0;
+            ex.yaw = None;
+        }
+    }
+    Some(match (side, ex.phase) {
+        // Top and rim grasps.
+        (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0).tol(0.015).timeout(80),
+        (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0).speed(0.5).tol(0.006).timeout(40),
+        (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0).hold(10).timeout(12),
+        (None, 3) => Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, carry), grasp_rot, 1.0).speed(0.6).tol(0.02).timeout(50),
+        (None, 4) => Waypoint::new(over_goal, carry_rot, 1.0).tol(0.01).timeout(90),
+        (None, 5) => Waypoint::new(Vector3::new(over_goal.x, over_goal.y, release_tcp), carry_rot, 1.0).speed(0.4).tol(0.008).timeout(50),
+        (None, 6) => Waypoint::new(Vector3::new(over_goal.x, over_goal.y, release_tcp), carry_rot, -1.0).hold(8).timeout(10),
+        (None, 7) => Waypoint::new(Vector3::new(tcp.x, tcp.y, release_tcp + 0.12), carry_rot, -1.0).tol(0.03).timeout(30),
+        // Side grasp (into a cavity): approach high, descend, advance, close, lift, insert.
+        (Some(d), p) => {
+            let pre = grasp_pos - d * 0.12;
+            let lift_z = floor + 0.015 + height;
+            let inside = Vector3::new(goal_xy.x - held.x, goal_xy.y - held.y, lift_z);
+            let before = inside - d * 0.10;
+            match p {
+                0 => Waypoint::new(Vector3::new(pre.x, pre.y, grasp_pos.z + 0.12), grasp_rot, -1.0).tol(0.02).timeout(80),
+                1 => Waypoint::new(pre, grasp_rot, -1.0).speed(0.5).tol(0.01).timeout(40),
+                2 => Waypoint::new(grasp_pos, grasp_rot, -1.0).speed(0.4).tol(0.006).timeout(40),
+                3 => Waypoint::new(grasp_pos, grasp_rot, 1.0).hold(10).timeout(12),
+                4 => Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, lift_z + 0.02), grasp_rot, 1.0).speed(0.5).tol(0.01).timeout(40),
+                5 => Waypoint::new(Vector3::new(before.x, before.y, lift_z + 0.02), grasp_rot, 1.0).tol(0.01).timeout(80),
+                6 => Waypoint::new(inside, grasp_rot, 1.0).speed(0.4).tol(0.008).timeout(60),
+                7 => Waypoint::new(inside, grasp_rot, -1.0).hold(8).timeout(10),
+                8 => Waypoint::new(inside - d * 0.15, grasp_rot, -1.0).speed(0.6).tol(0.015).timeout(40),
+                9 => Waypoint::new(inside - d * 0.15 + Vector3::new(0.0, 0.0, 0.12), down_orientation(0.0), -1.0).tol(0.03).timeout(40),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// For a free-yaw top grasp: the closing direction whose hand (20 cm along the
+/// closing axis) keeps farthest from taller neighbours, preferring `current`.
+fn clear_yaw(world: &SimWorld, object: &str, o: &Vector3<f64>, height: f64, current: f64) -> f64 {
+    let neighbours: Vec<(Vector3<f64>, f64)> = world
+        .entities
+        .iter()
+        .filter(|e| e.name != object)
+        .filter_map(|e| {
+            let p = world.body_pose(e.root).translation.vector;
+            let top = e.spec.parts.iter().map(|q| q.aabb().1[2]).fold(0.0, f64::max);
+            (p.z + top > o.z + height + 0.03).then_some((p, e.spec.footprint_radius()))
+        })
+        .collect();
+    let score = |yaw: f64| {
+        let axis = Vector3::new(yaw.cos(), yaw.sin(), 0.0);
+        neighbours
+            .iter()
+            .map(|(p, r)| {
+                let d = Vector3::new(p.x - o.x, p.y - o.y, 0.0);
+                let along = d.dot(&axis).clamp(-0.1, 0.1);
+                (d - axis * along).norm() - r
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut best = current;
+    let mut best_score = score(current) + 0.01;
+    for i in 0..12 {
+        let yaw = current + i as f64 * std::f64::consts::PI / 12.0;
+        let s = score(yaw);
+        if s > best_score + 1e-9 {
+            best = nearest_equivalent_yaw(yaw, current);
+            best_score = s;
+        }
+    }
+    best
+}
+
+fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Option<Waypoint> {
+    let (e, l, q) = link_info(env, fixture, link)?;
+    let world = env.world();
+    let root = world.body_pose(world.entities[e].root);
+    let spec = &world.entities[e].spec.links[l];
+    let axis = root.rotation * Vector3::from(spec.axis);
+    let origin = root * Point3::from(spec.origin);
+    // Front face of the drawer at the current and the closed position.
+    let front_local = spec.parts.iter().map(|p| p.aabb().0[1]).fold(0.0, f64::min);
+    let front_now = origin.coords + axis * (q + front_local);
+    let front_closed = origin.coords + axis * (0.008 + front_local);
+    let z = origin.z + 0.035;
+    let rot = down_orientation(yaw_of(&root));
+    let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
+    let tcp = env.ee_pose().translation.vector;
+    Some(match ex.phase {
+        0 => Waypoint::new(Vector3::new(front_now.x, front_now.y, z) - axis * 0.05 + Vector3::new(0.0, 0.0, 0.12), rot, 1.0).tol(0.015).timeout(80),
+        1 => Waypoint::new(Vector3::new(front_now.x, front_now.y, z) - axis * 0.05, rot, 1.0).speed(0.5).tol(0.008).timeout(40),
+        2 => {
+            let mut w = Waypoint::new(Vector3::new(front_closed.x, front_closed.y, z) - axis * 0.01, rot, 1.0).speed(0.5).timeout(80);
+            w.done = closed && ex.timer > 3;
+            w.tol = 0.0;
+            w
+        }
+        3 => Waypoint::new(tcp - axis * 0.06, rot, 1.0).tol(0.015).timeout(20),
+        4 => Waypoint::new(Vector3::new(tcp.x, tcp.y, z + 0.15), rot, -1.0).tol(0.03).timeout(30),
+        _ => return None,
+    })
+}
+
+fn close_door(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Option<Waypoint> {
+    let (e, l, q) = link_info(env, fixture, link)?;
+    let world = env.world();
+    let root = world.body_pose(world.entities[e].root);
+    let spec = &world.entities[e].spec.links[l];
+    let hinge = root * Point3::from(spec.origin);
+    let root_yaw = yaw_of(&root);
+    let z = hinge.z + 0.09;
+    // Door direction (hinge → free edge) and outward normal at angle `a`.
+    let point = |a: f64, along: f64, out: f64| {
+        let t = root_yaw + a;
+        let d = Vector3::new(t.cos(), t.sin(), 0.0);
+        let n = Vector3::new(t.sin(), -t.cos(), 0.0);
+        Vector3::new(hinge.x, hinge.y, z) + d * along + n * out
+    };
+    let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
+    let rot = down_orientation(root_yaw + q);
+    let tcp = env.ee_pose().translation.vector;
+    Some(match ex.phase {
+        0 => Waypoint::new(point(q, 0.2, 0.07) + Vector3::new(0.0, 0.0, 0.14), rot, 1.0).tol(0.02).timeout(80),
+        1 => Waypoint::new(point(q, 0.2, 0.07), rot, 1.0).speed(0.5).tol(0.01).timeout(40),
+        2 => {
+            let ahead = (q + 0.35).min(0.05);
+            let mut w = Waypoint::new(point(ahead, 0.2, 0.025), down_orientation(root_yaw + ahead), 1.0).speed(0.5).timeout(120);
+            w.done = closed && ex.timer > 3;
+            w.tol = 0.0;
+            w
+        }
+        3 => Waypoint::new(tcp + point(0.0, 0.0, 0.1) - point(0.0, 0.0, 0.0), rot, 1.0).tol(0.02).timeout(20),
+        _ => return None,
+    })
+}
+
+fn turn_knob(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str, target: f64) -> Option<Waypoint> {
+    let (e, l, q) = link_info(env, fixture, link)?;
+    let world = env.world();
+    let root = world.body_pose(world.entities[e].root);
+    let spec = &world.entities[e].spec.links[l];
+    let knob = root * Point3::from(spec.origin);
+    let top = spec.parts.iter().map(|p| p.aabb().1[2]).fold(0.0, f64::max);
+    let fin_z = knob.z + top - 0.008;
+    let base_yaw = yaw_of(&root) + std::f64::consts::FRAC_PI_2;
+    let ee = env.ee_pose();
+    if ex.phase == 0 && ex.timer == 0 {
+        ex.yaw = Some(nearest_equivalent_yaw(base_yaw + q, current_yaw(&ee)));
+        ex.memo = q;
+    }
+    let yaw = ex.yaw.unwrap_or(base_yaw);
+    let at = Vector3::new(knob.x, knob.y, fin_z);
+    Some(match ex.phase {
+        0 => Waypoint::new(at + Vector3::new(0.0, 0.0, 0.10), down_orientation(yaw), -1.0).tol(0.012).timeout(80),
+        1 => Waypoint::new(at, down_orientation(yaw), -1.0).speed(0.4).tol(0.005).timeout(40),
+        2 => Waypoint::new(at, down_orientation(yaw), 1.0).hold(10).timeout(12),
+        3 => {
+            let turned = (q - ex.memo).max(0.0);
+            let goal = yaw + (target - ex.memo) + 0.2;
+            let next = (yaw + turned + 0.4).min(goal);
+            let mut w = Waypoint::new(at, down_orientation(next), 1.0).timeout(60);
+            w.done = q >= target;
+            w.tol = 0.0;
+            w
+        }
+        4 => Waypoint::new(at, ee.rotation, -1.0).hold(8).timeout(10),
+        5 => Waypoint::new(at + Vector3::new(0.0, 0.0, 0.12), ee.rotation, -1.0).tol(0.03).timeout(30),
+        _ => return None,
+    })
+}

@@ -1,0 +1,105 @@
+//! Running scripted experts: one episode, or a sweep over tasks and initial
+//! states in parallel (rayon), with per-task success rates.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::api::Observation;
+use crate::env::{EnvConfig, SimEnv};
+use crate::error::Result;
+use crate::expert::Expert;
+
+/// The result of one expert episode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodeSummary {
+    /// Task index.
+    pub task: usize,
+    /// Initial-state index.
+    pub init_state: usize,
+    /// The goal was reached.
+    pub success: bool,
+    /// Control steps taken.
+    pub steps: usize,
+    /// Set when the simulation became unstable.
+    pub execution_error: Option<String>,
+}
+
+/// Runs the task's expert from initial state `k`; `on_step` sees every observation.
+pub fn run_expert(
+    env: &mut SimEnv,
+    task: usize,
+    k: usize,
+    mut on_step: impl FnMut(&Observation),
+) -> Result<EpisodeSummary> {
+    let _span = tracing::debug_span!("expert_episode", task, k).entered();
+    let obs = env.reset(task, k)?;
+    on_step(&obs);
+    let mut expert = Expert::new(env);
+    loop {
+        let action = expert.act(env);
+        let out = env.step(&action);
+        on_step(&out.observation);
+        if out.done {
+            return Ok(EpisodeSummary {
+                task,
+                init_state: k,
+                success: out.success,
+                steps: env.steps(),
+                execution_error: out.execution_error.map(|e| e.to_string()),
+            });
+        }
+    }
+}
+
+/// Per-task success over a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskRate {
+    /// Task index.
+    pub task: usize,
+    /// Episodes run.
+    pub episodes: usize,
+    /// Successful episodes.
+    pub successes: usize,
+    /// Episodes ended by an execution error.
+    pub execution_errors: usize,
+    /// successes / episodes.
+    pub success_rate: f64,
+    /// Mean steps of successful episodes.
+    pub mean_success_steps: f64,
+}
+
+/// Runs the expert on every `(task, state)` pair in parallel (cameras off).
+pub fn expert_sweep(tasks: &[usize], states: std::ops::Range<usize>, config: &EnvConfig) -> Result<Vec<EpisodeSummary>> {
+    let mut config = config.clone();
+    config.camera.enabled = false;
+    let jobs: Vec<(usize, usize)> = tasks.iter().flat_map(|&t| states.clone().map(move |k| (t, k))).collect();
+    jobs.par_chunks(states.len().max(1))
+        .map(|chunk| {
+            let mut env = SimEnv::new(config.clone());
+            chunk.iter().map(|&(t, k)| run_expert(&mut env, t, k, |_| {})).collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<Vec<_>>>>()
+        .map(|v| v.into_iter().flatten().collect())
+}
+
+/// Aggregates episode summaries per task.
+pub fn task_rates(episodes: &[EpisodeSummary]) -> Vec<TaskRate> {
+    let mut tasks: Vec<usize> = episodes.iter().map(|e| e.task).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks
+        .into_iter()
+        .map(|task| {
+            let eps: Vec<&EpisodeSummary> = episodes.iter().filter(|e| e.task == task).collect();
+            let ok: Vec<&&EpisodeSummary> = eps.iter().filter(|e| e.success).collect();
+            TaskRate {
+                task,
+                episodes: eps.len(),
+                successes: ok.len(),
+                execution_errors: eps.iter().filter(|e| e.execution_error.is_some()).count(),
+                success_rate: ok.len() as f64 / eps.len().max(1) as f64,
+                mean_success_steps: ok.iter().map(|e| e.steps as f64).sum::<f64>() / ok.len().max(1) as f64,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,1 @@
+../../../tests/vla_demos.rs

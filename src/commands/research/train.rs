@@ -1,0 +1,206 @@
+//! `wmrl research train` and `wmrl research experiment`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use wmrl_research::train::{TrainConfig, TrainSummary, Trainer};
+use wmrl_research::{ExecutionCache, Task, suite};
+
+use super::{ExperimentArgs, SandboxArgs, TrainArgs, runner, runtime};
+use crate::cli::GlobalArgs;
+
+/// Loads a suite's tasks, building data and leaderboards first when missing.
+fn ensure_suite(rt: &tokio::runtime::Runtime, name: &str, tasks_dir: Option<&Path>, sandbox: &SandboxArgs) -> anyhow::Result<Vec<Task>> {
+    let suite = suite::find_suite(name)?;
+    let dir = tasks_dir.map_or_else(|| suite::default_cache(Path::new(".")), Path::to_path_buf).join(suite.name);
+    let dirs: Vec<PathBuf> = suite.tasks.iter().map(|t| dir.join(t.id)).collect();
+    let built = dirs.iter().all(|d| d.join("leaderboard.csv").is_file());
+    if !built {
+        eprintln!("building task suite {} in {} (once; cached)…", suite.name, dir.display());
+        let python = wmrl_research::python::find_python(sandbox.python.as_deref())?;
+        wmrl_research::python::check_packages(&python)?;
+        suite::generate(&python, &dir, suite.tasks)?;
+        rt.block_on(async {
+            let runner = runner(sandbox, None).await?;
+            suite::build_leaderboards(&runner, &dirs, &|t, r, o| eprintln!("  {t}/{r}: {}", o.name())).await?;
+            anyhow::Ok(())
+        })?;
+    }
+    Ok(suite::load(&dir, &suite)?)
+}
+
+fn open_cache(spec: Option<&str>) -> anyhow::Result<Option<ExecutionCache>> {
+    match spec {
+        Some("none") => Ok(None),
+        Some(path) => Ok(Some(ExecutionCache::open(Path::new(path))?)),
+        None => Ok(Some(ExecutionCache::open(Path::new(".wmrl-cache/research-executions.jsonl"))?)),
+    }
+}
+
+fn run_one(
+    global: &GlobalArgs,
+    rt: &Arc<tokio::runtime::Runtime>,
+    config: TrainConfig,
+    tasks: Vec<Task>,
+    sandbox: &SandboxArgs,
+    cache: Option<ExecutionCache>,
+    out: &Path,
+) -> anyhow::Result<TrainSummary> {
+    let device = wmrl_tch::select_device(global.device)?;
+    let runner = rt.block_on(runner(sandbox, cache))?;
+    let mut trainer = Trainer::new(config, tasks, runner, rt.clone(), device, out)?;
+    let bar = indicatif::ProgressBar::new(config.steps);
+    bar.set_style(indicatif::ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} steps {msg}").expect("template"));
+    bar.set_prefix(format!("{} seed {}", config.core.mode, config.core.seed));
+    let summary = trainer.run(&mut |_, eval| {
+        bar.inc(1);
+        if let Some(e) = eval {
+            bar.set_message(format!("percentile {:.1} after {} executions", 100.0 * e.mean_percentile, e.executions));
+        }
+    })?;
+    bar.finish_and_clear();
+    Ok(summary)
+}
+
+pub fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
+    let rt = Arc::new(runtime()?);
+    let tasks = match &args.task {
+        Some(dir) => vec![Task::load(dir)?],
+        None => ensure_suite(&rt, args.suite.as_deref().unwrap_or("sklearn-v1"), args.tasks_dir.as_deref(), &args.sandbox)?,
+    };
+    let mut config: TrainConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("{}: not a valid TrainConfig", path.display()))?
+        }
+        None => TrainConfig::default(),
+    };
+    config.core.mode = args.mode;
+    config.core.seed = args.seed;
+    if let Some(steps) = args.steps {
+        config.steps = steps;
+    }
+    config.core.validate()?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/research-{}-{}", args.mode, args.seed)));
+    let cache = open_cache(args.cache.as_deref())?;
+    let summary = run_one(global, &rt, config, tasks, &args.sandbox, cache, &out)?;
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        let first = summary.evaluations.first().map_or(0.0, |e| e.mean_percentile);
+        let last = summary.evaluations.last().map_or(0.0, |e| e.mean_percentile);
+        println!("mode {} seed {}: mean percentile {:.1} -> {:.1}", summary.mode, summary.seed, 100.0 * first, 100.0 * last);
+        println!(
+            "real executions {} (sandbox runs {}, cache hits {}), world-model calls {}",
+            summary.executions, summary.sandbox_runs, summary.cache_hits, summary.world_model_calls
+        );
+        println!("run folder: {}", summary.run_dir.display());
+    }
+    Ok(())
+}
+
+/// Per mode: the seed-mean curve (executions, percentile) and derived figures.
+#[derive(Debug, serde::Serialize)]
+struct ModeResult {
+    mode: String,
+    curve: Vec<(f64, f64)>,
+    initial: f64,
+    last: f64,
+    improvement: f64,
+    executions: f64,
+    executions_to_reach_real: Option<f64>,
+    fewer_executions_than_real: Option<f64>,
+}
+
+pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
+    let rt = Arc::new(runtime()?);
+    let tasks = ensure_suite(&rt, &args.suite, args.tasks_dir.as_deref(), &args.sandbox)?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs/research-experiment"));
+    let mut runs: Vec<TrainSummary> = Vec::new();
+    for &seed in &args.seeds {
+        for &mode in &args.modes {
+            let mut config = TrainConfig { steps: args.steps, ..TrainConfig::default() };
+            config.core.mode = mode;
+            config.core.seed = seed;
+            let cache = open_cache(None)?;
+            let summary = run_one(global, &rt, config, tasks.clone(), &args.sandbox, cache, &out.join(format!("{mode}-{seed}")))?;
+            eprintln!(
+                "{mode} seed {seed}: {:.1} -> {:.1} with {} executions",
+                100.0 * summary.evaluations[0].mean_percentile,
+                100.0 * summary.evaluations.last().map_or(0.0, |e| e.mean_percentile),
+                summary.executions
+            );
+            runs.push(summary);
+        }
+    }
+    // Seed-mean curves: evaluations happen at the same steps in every run of a mode.
+    let mut results: Vec<ModeResult> = Vec::new();
+    for &mode in &args.modes {
+        let mine: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
+        let len = mine.iter().map(|r| r.evaluations.len()).min().unwrap_or(0);
+        let curve: Vec<(f64, f64)> = (0..len)
+            .map(|i| {
+                let n = mine.len() as f64;
+                let x = mine.iter().map(|r| r.evaluations[i].executions as f64).sum::<f64>() / n;
+                let y = mine.iter().map(|r| r.evaluations[i].mean_percentile).sum::<f64>() / n;
+                (x, y)
+            })
+            .collect();
+        let initial = curve.first().map_or(0.0, |p| p.1);
+        let last = curve.last().map_or(0.0, |p| p.1);
+        results.push(ModeResult {
+            mode: mode.name().into(),
+            executions: curve.last().map_or(0.0, |p| p.0),
+            improvement: last - initial,
+            initial,
+            last,
+            curve,
+            executions_to_reach_real: None,
+            fewer_executions_than_real: None,
+        });
+    }
+    if let Some(real) = results.iter().find(|r| r.mode == "real").map(|r| (r.improvement, r.executions)) {
+        for r in &mut results {
+            let hit = r.curve.iter().find(|(_, y)| y - r.initial >= real.0 && real.0 > 0.0);
+            r.executions_to_reach_real = hit.map(|p| p.0);
+            r.fewer_executions_than_real = hit.filter(|p| p.0 > 0.0).map(|p| real.1 / p.0);
+        }
+    }
+    let plot = wmrl_report::LinePlot {
+        title: format!("AutoResearch {}: mean leaderboard percentile vs real executions ({} seeds)", args.suite, args.seeds.len()),
+        x_label: "real (sandbox) executions during training".into(),
+        y_label: "mean leaderboard percentile".into(),
+        series: results
+            .iter()
+            .map(|r| {
+                wmrl_report::Series::line(r.mode.clone(), r.curve.iter().map(|&(x, y)| (x, 100.0 * y)).collect())
+                    .with_style(wmrl_report::SeriesStyle::LineWithMarkers)
+            })
+            .collect(),
+        y_range: Some((0.0, 100.0)),
+        ..Default::default()
+    };
+    plot.write_png(&out.join("experiment.png"))?;
+    let report = serde_json::json!({"suite": args.suite, "seeds": args.seeds, "steps": args.steps, "modes": results, "runs": runs});
+    wmrl_report::write_json_atomic(&out.join("experiment.json"), &report)?;
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("{:<16} {:>8} {:>8} {:>8} {:>11} {:>14} {:>9}", "mode", "start", "end", "gain", "executions", "to reach real", "fewer x");
+    for r in &results {
+        println!(
+            "{:<16} {:>8.1} {:>8.1} {:>8.1} {:>11.0} {:>14} {:>9}",
+            r.mode,
+            100.0 * r.initial,
+            100.0 * r.last,
+            100.0 * r.improvement,
+            r.executions,
+            r.executions_to_reach_real.map_or("never".into(), |x| format!("{x:.0}")),
+            r.fewer_executions_than_real.map_or("-".into(), |x| format!("{x:.1}")),
+        );
+    }
+    println!("plot: {}", out.join("experiment.png").display());
+    Ok(())
+}

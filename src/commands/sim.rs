@@ -1,0 +1,197 @@
+//! `wmrl sim …`: the Rapier LIBERO-Long simulator: render an initial state,
+//! record an expert episode as a GIF, sweep the scripted experts over the fixed
+//! initial states, and save the initial states to a file.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use wmrl_sim::rollout::{EpisodeSummary, run_expert, task_rates};
+use wmrl_sim::{EnvConfig, InitStateSet, NUM_INIT_STATES, NUM_TASKS, SimEnv};
+
+use crate::cli::GlobalArgs;
+
+/// Arguments of `wmrl sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: SimCommand,
+}
+
+/// Simulator subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Write the agent-view and wrist images of an initial state as PNGs.
+    Render {
+        /// Task index (0..10).
+        #[arg(long, default_value_t = 0)]
+        task: usize,
+        /// Initial-state index (0..50).
+        #[arg(long, default_value_t = 0)]
+        state: usize,
+        /// Image side in pixels.
+        #[arg(long, default_value_t = 128)]
+        size: u32,
+        /// Output directory.
+        #[arg(long, default_value = "runs/sim")]
+        out: PathBuf,
+    },
+    /// Record the scripted expert's episode as an animated GIF (agent view | wrist).
+    Video {
+        /// Task index (0..10).
+        #[arg(long, default_value_t = 0)]
+        task: usize,
+        /// Initial-state index (0..50).
+        #[arg(long, default_value_t = 0)]
+        state: usize,
+        /// Image side in pixels.
+        #[arg(long, default_value_t = 128)]
+        size: u32,
+        /// Keep every n-th frame.
+        #[arg(long, default_value_t = 2)]
+        every: usize,
+        /// Output GIF.
+        #[arg(long, default_value = "runs/sim/episode.gif")]
+        out: PathBuf,
+    },
+    /// Run the scripted experts on the fixed initial states; per-task success rates.
+    Experts {
+        /// Tasks (comma-separated); all ten by default.
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<usize>,
+        /// Initial states 0..N per task.
+        #[arg(long, default_value_t = NUM_INIT_STATES)]
+        states: usize,
+        /// Directory for metrics.jsonl and summary.json.
+        #[arg(long, default_value = "runs/sim/experts")]
+        out: PathBuf,
+    },
+    /// Generate a task's fixed initial states and save them as JSON.
+    InitStates {
+        /// Task index (0..10).
+        #[arg(long, default_value_t = 0)]
+        task: usize,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
+    match args.command {
+        SimCommand::Render { task, state, size, out } => {
+            let mut env = SimEnv::new(config(size));
+            let obs = env.reset(task, state)?;
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            let agent = out.join(format!("task{task}_state{state}_agentview.png"));
+            let wrist = out.join(format!("task{task}_state{state}_wrist.png"));
+            obs.agent_view.save(&agent).with_context(|| format!("writing {}", agent.display()))?;
+            obs.wrist_view.save(&wrist).with_context(|| format!("writing {}", wrist.display()))?;
+            let info = serde_json::json!({
+                "task": task, "state": state, "instruction": env.task().instruction,
+                "agent_view": agent, "wrist_view": wrist, "proprio": obs.proprio.to_vec(),
+            });
+            print_value(global, &info)
+        }
+        SimCommand::Video { task, state, size, every, out } => {
+            let mut env = SimEnv::new(config(size));
+            let mut frames = Vec::new();
+            let mut n = 0usize;
+            let summary = run_expert(&mut env, task, state, |obs| {
+                if n.is_multiple_of(every.max(1)) {
+                    frames.push(wmrl_sim::render::side_by_side(&obs.agent_view, &obs.wrist_view));
+                }
+                n += 1;
+            })?;
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            wmrl_sim::render::save_gif(&frames, (50 * every.max(1)) as u32, &out)?;
+            let info = serde_json::json!({ "gif": out, "frames": frames.len(), "episode": summary });
+            print_value(global, &info)
+        }
+        SimCommand::Experts { tasks, states, out } => experts(global, tasks, states, out),
+        SimCommand::InitStates { task, out } => {
+            let mut env = SimEnv::new(config(128));
+            let bar = progress(NUM_INIT_STATES as u64, "initial states");
+            let mut list = Vec::new();
+            for k in 0..NUM_INIT_STATES {
+                list.push((*env.initial_state(task, k)?).clone());
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+            let set = InitStateSet { task: env.task().name.clone(), seed: env.config().init_seed, states: list };
+            set.save(&out)?;
+            print_value(global, &serde_json::json!({ "task": task, "states": set.states.len(), "file": out }))
+        }
+    }
+}
+
+fn config(size: u32) -> EnvConfig {
+    let mut c = EnvConfig::default();
+    c.camera.width = size;
+    c.camera.height = size;
+    c
+}
+
+fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn print_value(global: &GlobalArgs, v: &serde_json::Value) -> anyhow::Result<()> {
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(v)?);
+    } else {
+        println!("{v:#}");
+    }
+    Ok(())
+}
+
+fn experts(global: &GlobalArgs, tasks: Vec<usize>, states: usize, out: PathBuf) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    let tasks = if tasks.is_empty() { (0..NUM_TASKS).collect() } else { tasks };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut sink = wmrl_report::MetricsSink::append(&out.join("metrics.jsonl"))?;
+    let bar = progress((tasks.len() * states) as u64, "expert episodes");
+    let mut cfg = EnvConfig::default();
+    cfg.camera.enabled = false;
+    let episodes: Vec<EpisodeSummary> = tasks
+        .par_iter()
+        .flat_map(|&task| {
+            let mut env = SimEnv::new(cfg.clone());
+            (0..states)
+                .map(|k| {
+                    let r = run_expert(&mut env, task, k, |_| {});
+                    bar.inc(1);
+                    r
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect::<wmrl_sim::Result<Vec<_>>>()?;
+    bar.finish_and_clear();
+    for e in &episodes {
+        sink.write(e)?;
+    }
+    let rates = task_rates(&episodes);
+    let summary = serde_json::json!({ "states_per_task": states, "tasks": rates });
+    wmrl_report::write_json_atomic(&out.join("summary.json"), &summary)?;
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!("task  success  rate   errors  mean steps");
+        for r in &rates {
+            println!(
+                "{:>4}  {:>3}/{:<3}  {:>5.1}%  {:>6}  {:>9.0}",
+                r.task, r.successes, r.episodes, 100.0 * r.success_rate, r.execution_errors, r.mean_success_steps
+            );
+        }
+    }
+    Ok(())
+}
