@@ -48,6 +48,10 @@ pub enum Command {
     Sim(commands::sim::SimArgs),
     /// Scene files (TOML or BDDL): check what they hold.
     Scene(commands::scene::SceneArgs),
+    /// Fit the isotonic calibrator to anchor pairs (CSV) and plot its reliability.
+    Calibrate(commands::calibrate::CalibrateArgs),
+    /// Synthetic benchmark: every WMRL mode on a softmax policy and a biased, noisy world model.
+    Synth(commands::synth::SynthArgs),
 }
 
 /// Installs the stderr subscriber: RUST_LOG if set, else a level from -v.

@@ -21,7 +21,7 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
     // A failed episode with wrong actions must not be cloned.
     let mut failed = synthetic::episodes(1, 2, 32, 2).remove(0);
     failed.meta.success = false;
-    failed.actions.iter_mut().for_each(|a| *a = -*a);
+    failed.labels.iter_mut().for_each(|a| *a = -*a);
     write_episode(&demos.join("task0/failed.demo"), &failed).unwrap();
 
     let config = VlaConfig::load("tiny", &["train.steps=400".into(), "train.eval_every=200".into()]).unwrap();

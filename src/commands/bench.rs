@@ -21,6 +21,8 @@ pub enum BenchTarget {
     Policy(PolicyBenchArgs),
     /// Simulator: control steps/s per core (physics only, both cameras) and reset time.
     Sim(SimBenchArgs),
+    /// WMRL core: isotonic fit of 10^5 pairs, core step, advantages/s, synthetic steps/s.
+    Core(CoreBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -29,9 +31,13 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         BenchTarget::All => {
             results.insert("policy".into(), bench_policy(global, &PolicyBenchArgs::default())?);
             results.insert("sim".into(), bench_sim(&SimBenchArgs::default())?);
+            results.insert("core".into(), bench_core(&CoreBenchArgs::default())?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
+        }
+        BenchTarget::Core(args) => {
+            results.insert("core".into(), bench_core(&args)?);
         }
         BenchTarget::Sim(args) => {
             results.insert("sim".into(), bench_sim(&args)?);
@@ -98,4 +104,29 @@ fn bench_sim(args: &SimBenchArgs) -> anyhow::Result<serde_json::Value> {
         ..Default::default()
     };
     Ok(serde_json::to_value(wmrl_sim::bench::bench_sim(&opts)?)?)
+}
+
+/// Arguments of `wmrl bench core`.
+#[derive(Debug, Args)]
+pub struct CoreBenchArgs {
+    /// Anchor pairs in the timed isotonic fit.
+    #[arg(long, default_value_t = 100_000)]
+    pub pairs: usize,
+    /// Repetitions of each timed operation (the median is reported).
+    #[arg(long, default_value_t = 15)]
+    pub repeats: usize,
+}
+
+impl Default for CoreBenchArgs {
+    fn default() -> Self {
+        Self { pairs: 100_000, repeats: 15 }
+    }
+}
+
+/// Core throughput (crates/wmrl-synth/src/bench.rs); quote release-build figures only.
+fn bench_core(args: &CoreBenchArgs) -> anyhow::Result<serde_json::Value> {
+    let opts = wmrl_synth::bench::CoreBenchOptions { pairs: args.pairs, repeats: args.repeats };
+    let mut value = serde_json::to_value(wmrl_synth::bench::bench_core(&opts)?)?;
+    value["profile"] = serde_json::Value::String(if cfg!(debug_assertions) { "debug" } else { "release" }.into());
+    Ok(value)
 }

@@ -1,12 +1,14 @@
 //! One module per subcommand; each parses nothing itself and calls libraries.
 
 pub mod bench;
+pub mod calibrate;
 pub mod demo;
 pub mod device;
 pub mod research;
 pub mod scene;
 pub mod sft;
 pub mod sim;
+pub mod synth;
 
 use crate::cli::{Cli, Command};
 
@@ -21,5 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Research(args) => research::run(&global, args),
         Command::Sim(args) => sim::run(&global, args),
         Command::Scene(args) => scene::run(&global, args),
+        Command::Calibrate(args) => calibrate::run(&global, args),
+        Command::Synth(args) => synth::run(&global, args),
     }
 }

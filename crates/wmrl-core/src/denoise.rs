@@ -168,39 +168,37 @@ struct Moments {
 /// with at least two samples are held.
 pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> Result<Option<NoiseEstimate>> {
     let _span = tracing::debug_span!("cross_fit", pairs = calibrator.len(), folds).entered();
-    // (score, reward, weight, group key index)
-    let mut keys: BTreeMap<(u64, u32), usize> = BTreeMap::new();
-    let pairs: Vec<(f64, f64, f64, (u64, u32))> = calibrator
+    // (score, reward, weight, group) with groups numbered in (step, group) order.
+    let window: Vec<(f64, f64, f64, (u64, u32))> = calibrator
         .window()
         .filter(|(_, w)| *w > 0.0)
         .map(|(p, w)| (p.score, p.reward, w, (p.step, p.group)))
         .collect();
-    for p in &pairs {
-        keys.entry(p.3).or_insert(0);
-    }
+    let mut keys: BTreeMap<(u64, u32), usize> = window.iter().map(|p| (p.3, 0)).collect();
     for (i, v) in keys.values_mut().enumerate() {
         *v = i;
     }
+    let pairs: Vec<(f64, f64, f64, usize)> = window.iter().map(|p| (p.0, p.1, p.2, keys[&p.3])).collect();
     let n_groups = keys.len();
     if n_groups < 2 {
         return Ok(None);
     }
     let k = folds.min(n_groups);
-    let fold_of = |key: &(u64, u32)| keys[key] % k;
     let min_pairs = calibrator.config().min_pairs;
 
     let mut predicted = vec![0.0; pairs.len()];
+    let mut train = Vec::with_capacity(pairs.len());
     for fold in 0..k {
         let fit = if debias {
-            let train: Vec<(f64, f64, f64)> =
-                pairs.iter().filter(|p| fold_of(&p.3) != fold).map(|p| (p.0, p.1, p.2)).collect();
-            if train.len() >= min_pairs { Some(IsotonicFit::fit_points(train)?) } else { None }
+            train.clear();
+            train.extend(pairs.iter().filter(|p| p.3 % k != fold).map(|p| (p.0, p.1, p.2)));
+            if train.len() >= min_pairs { Some(IsotonicFit::fit_points(std::mem::take(&mut train))?) } else { None }
         } else {
             None
         };
-        for (i, p) in pairs.iter().enumerate() {
-            if fold_of(&p.3) == fold {
-                predicted[i] = fit.as_ref().map_or(p.0, |f| f.predict(p.0));
+        for (pred, p) in predicted.iter_mut().zip(&pairs) {
+            if p.3 % k == fold {
+                *pred = fit.as_ref().map_or(p.0, |f| f.predict(p.0));
             }
         }
     }
@@ -209,7 +207,7 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
     let mut groups = vec![Moments::default(); n_groups];
     let mut all = Moments::default();
     for (p, &f) in pairs.iter().zip(&predicted) {
-        let g = &mut groups[keys[&p.3]];
+        let g = &mut groups[p.3];
         let (w, e) = (p.2, p.1 - f);
         for m in [&mut *g, &mut all] {
             m.w += w;
@@ -224,7 +222,7 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
     let (mut ss_e, mut ss_r, mut ss_f, mut sp_rf, mut df, mut ss_total) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     let mean_e_all = all.we / all.w;
     for (p, &f) in pairs.iter().zip(&predicted) {
-        let g = &groups[keys[&p.3]];
+        let g = &groups[p.3];
         if g.n < 2 {
             continue;
         }
@@ -284,7 +282,7 @@ pub fn stream_weights(
 ) -> StreamWeights {
     let kappa = match estimate {
         None => 0.0,
-        Some(e) if !(e.reward_variance >= config.reward_variance_floor) => 0.0,
+        Some(e) if e.reward_variance.is_nan() || e.reward_variance < config.reward_variance_floor => 0.0,
         Some(e) if e.covariance <= 0.0 || e.calibrated_variance <= 0.0 => config.max_noise_ratio,
         Some(e) => {
             let k = e.calibrated_variance * e.reward_variance / (e.covariance * e.covariance) - 1.0;

@@ -45,14 +45,22 @@ pub struct GroupData<R> {
     pub scores: Option<Vec<f64>>,
 }
 
+/// Anchor episodes executed by [`execute_anchors`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutedAnchors<R> {
+    /// (rollout, real reward) per request, in request order.
+    pub episodes: Vec<(R, f64)>,
+    /// Execution errors that were re-queued.
+    pub failures: usize,
+}
+
 /// The seed of episode (`group`, `sample`) of `step` at `attempt`.
 pub fn episode_seed(seed: u64, step: u64, group: usize, sample: usize, attempt: u32) -> u64 {
     derive_seed(seed, &[purpose::EPISODES, step, group as u64, sample as u64, attempt as u64])
 }
 
 /// Executes `requests`, re-queueing episodes that fail to execute (with a
-/// fresh seed) until each completes or `max_attempts` are spent. Returns
-/// (rollout, reward) per request, in order, and the number of failures.
+/// fresh seed) until each completes or `max_attempts` are spent.
 pub fn execute_anchors<A, P, E>(
     executor: &mut E,
     policy: &P,
@@ -60,7 +68,7 @@ pub fn execute_anchors<A, P, E>(
     seed: u64,
     step: u64,
     max_attempts: u32,
-) -> Result<(Vec<(A::Rollout, f64)>, usize)>
+) -> Result<ExecutedAnchors<A::Rollout>>
 where
     A: Adapter,
     P: ?Sized,
@@ -114,7 +122,8 @@ where
             reason: std::mem::take(&mut reasons[i]),
         });
     }
-    Ok((results.into_iter().map(|r| r.expect("every pending episode completed")).collect(), failures))
+    let episodes = results.into_iter().map(|r| r.expect("every pending episode completed")).collect();
+    Ok(ExecutedAnchors { episodes, failures })
 }
 
 /// Runs the core on the step's groups and assembles the learner's batch.
@@ -199,7 +208,7 @@ where
 
     // Anchors: execute for real, then (mixed modes) score with the world model.
     let anchor_requests = requests(true);
-    let (executed, execution_failures) =
+    let ExecutedAnchors { episodes: executed, failures: execution_failures } =
         execute_anchors::<A, P, E>(executor, policy, &anchor_requests, config.seed, step, config.max_attempts)?;
     let executions = executed.len();
     let mut scored = 0;

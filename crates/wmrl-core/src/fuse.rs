@@ -79,13 +79,42 @@ pub struct StepOutput {
 }
 
 /// The stateful core: configuration, calibrator and step counter. Serialise
-/// it to checkpoint a run; the restored core continues bit-for-bit.
+/// it to checkpoint a run; the restored core is validated and continues
+/// bit-for-bit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "CoreState", into = "CoreState")]
 pub struct Core {
     config: CoreConfig,
     calibrator: OnlineCalibrator,
     step: u64,
+}
+
+/// Serialised form of [`Core`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoreState {
+    config: CoreConfig,
+    calibrator: OnlineCalibrator,
+    step: u64,
+}
+
+impl TryFrom<CoreState> for Core {
+    type Error = Error;
+
+    fn try_from(s: CoreState) -> Result<Self> {
+        let core = Core { config: s.config, calibrator: s.calibrator, step: s.step };
+        core.validate()?;
+        if core.calibrator.step() > core.step {
+            return Err(Error::InvalidState { message: "the calibrator is ahead of the core's step".into() });
+        }
+        Ok(core)
+    }
+}
+
+impl From<Core> for CoreState {
+    fn from(c: Core) -> Self {
+        Self { config: c.config, calibrator: c.calibrator, step: c.step }
+    }
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -100,7 +129,7 @@ impl Core {
         Ok(Self { calibrator: OnlineCalibrator::new(config.calibrator)?, config, step: 0 })
     }
 
-    /// Checks a core restored from a checkpoint.
+    /// Checks the configuration and that the calibrator's settings are the core's.
     pub fn validate(&self) -> Result<()> {
         self.config.validate()?;
         if self.calibrator.config() != &self.config.calibrator {

@@ -75,11 +75,14 @@ pub struct RunReport {
     pub files: BTreeMap<String, Vec<u8>>,
     /// The isolation the run had.
     pub isolation: Isolation,
+    /// The uid the run had (root mode), whose leftover processes were killed.
+    pub uid: Option<u32>,
     /// The limits the run had.
     pub limits: Limits,
 }
 
 impl RunReport {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         termination: Termination,
         wall_time: Duration,
@@ -87,10 +90,11 @@ impl RunReport {
         stderr: Captured,
         files: BTreeMap<String, Vec<u8>>,
         isolation: Isolation,
+        uid: Option<u32>,
         limits: &Limits,
     ) -> Self {
         let limit_hit = infer_limit(termination, &stderr.text);
-        Self { termination, limit_hit, wall_time, stdout, stderr, files, isolation, limits: limits.clone() }
+        Self { termination, limit_hit, wall_time, stdout, stderr, files, isolation, uid, limits: limits.clone() }
     }
 
     /// Whether the program exited with status 0 in time.

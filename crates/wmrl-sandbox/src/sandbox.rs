@@ -100,7 +100,6 @@ struct Inner {
     isolation: Isolation,
     read_only: Vec<PathBuf>,
     permits: Semaphore,
-    counter: AtomicU64,
 }
 
 /// What the uid of this process is (root can use the per-run uid mode).
@@ -136,7 +135,6 @@ impl Sandbox {
                 isolation: candidates[0],
                 read_only,
                 permits: Semaphore::new(slots),
-                counter: AtomicU64::new(0),
                 config,
             }),
         };
@@ -211,7 +209,9 @@ impl Sandbox {
             Isolation::Root => Some(UidLease::acquire(self.inner.config.uid_base)?),
             _ => None,
         };
-        let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        // Unique across every sandbox of this process (run folders are named by it).
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let id = RUNS.fetch_add(1, Ordering::Relaxed);
         let uid = lease.as_ref().map_or(0, |l| l.uid);
         let span = info_span!("sandbox_run", id, uid);
         self.run_as(program, job, uid, id).instrument(span).await
@@ -315,7 +315,11 @@ impl Sandbox {
         if let Err(err) = std::fs::remove_dir_all(&run_dir) {
             warn!(dir = %run_dir.display(), %err, "could not remove a run folder");
         }
-        Ok(RunReport::new(termination, wall_time, stdout, stderr, files, self.isolation(), &limits))
+        let uid = match mode {
+            JailMode::Root { uid, .. } => Some(uid),
+            _ => None,
+        };
+        Ok(RunReport::new(termination, wall_time, stdout, stderr, files, self.isolation(), uid, &limits))
     }
 }
 

@@ -66,22 +66,17 @@ fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-/// Footprint rectangle (x_min, y_min, x_max, y_max) in the type's frame.
-fn footprint(spec: &ObjectType) -> [f64; 4] {
-    let mut r = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
-    let parts = spec
-        .parts
+/// Footprint rectangles (x_min, y_min, x_max, y_max), one per part, in the type's frame.
+fn footprint(spec: &ObjectType) -> Vec<[f64; 4]> {
+    spec.parts
         .iter()
         .map(|p| ([0.0; 3], p))
-        .chain(spec.links.iter().flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))));
-    for (o, p) in parts {
-        let (lo, hi) = p.aabb();
-        r[0] = r[0].min(o[0] + lo[0]);
-        r[1] = r[1].min(o[1] + lo[1]);
-        r[2] = r[2].max(o[0] + hi[0]);
-        r[3] = r[3].max(o[1] + hi[1]);
-    }
-    r
+        .chain(spec.links.iter().flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))))
+        .map(|(o, p)| {
+            let (lo, hi) = p.aabb();
+            [o[0] + lo[0], o[1] + lo[1], o[0] + hi[0], o[1] + hi[1]]
+        })
+        .collect()
 }
 
 /// Corners of a footprint placed at (x, y, yaw).
@@ -165,8 +160,8 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
             let y = if r[3] > r[1] { rng.random_range(r[1]..r[3]) } else { r[1] };
             let yaw = if yaw_range[1] > yaw_range[0] { rng.random_range(yaw_range[0]..yaw_range[1]) } else { yaw_range[0] }
                 + e.spec.yaw;
-            let c = corners(fp, x, y, yaw, 0.005);
-            if !placed.iter().any(|p| overlap(p, &c)) {
+            let c: Vec<[[f64; 2]; 4]> = fp.iter().map(|r| corners(*r, x, y, yaw, 0.004)).collect();
+            if !placed.iter().any(|p| c.iter().any(|q| overlap(p, q))) {
                 found = Some((x, y, yaw, c));
                 break;
             }
@@ -174,7 +169,7 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
         let Some((x, y, yaw, c)) = found else {
             return Err(SimError::Placement { task: scene.name.clone(), object: e.name.clone(), attempts: 500 });
         };
-        placed.push(c);
+        placed.extend(c);
         let drop = if e.is_object { 0.002 } else { 0.0 };
         let z = world.table_top - e.spec.bottom() + drop;
         let q = UnitQuaternion::from_euler_angles(0.0, 0.0, yaw);

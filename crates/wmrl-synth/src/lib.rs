@@ -15,6 +15,7 @@
 //! [`policy::SoftmaxPolicy`] go through the same [`wmrl_core::step`]
 //! driver as the VLA and AutoResearch trainers.
 
+pub mod bench;
 pub mod policy;
 pub mod report;
 pub mod runner;
@@ -43,6 +44,14 @@ pub enum Error {
         value: String,
         /// What is allowed.
         expected: &'static str,
+    },
+    /// A `key=value` override does not apply.
+    #[error("cannot set `{key}`: {message}")]
+    InvalidOverride {
+        /// The key given.
+        key: String,
+        /// Why.
+        message: String,
     },
     /// No preset has this name.
     #[error("unknown scenario `{name}`; expected one of {known}")]

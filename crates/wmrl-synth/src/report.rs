@@ -103,7 +103,7 @@ pub fn table(result: &BenchmarkResult) -> String {
             m.mode.name(),
             m.final_true_reward,
             m.final_true_reward_se,
-            m.overrated_mass,
+            m.overrated_mass + 0.0, // no negative zero
             m.real_executions,
             m.cost,
             fmt_opt(m.executions_to_target, 0),

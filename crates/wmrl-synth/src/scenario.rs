@@ -18,9 +18,16 @@
 //! not a function of the score), and ξ ~ N(0, `noise_sd`²) is fresh on every
 //! query. m is monotone and saturating: high-quality actions get nearly
 //! equal scores, so groups of good rollouts lose their score variance.
+//!
+//! Training: every preset uses unscaled group-relative advantages
+//! (Aᵢ = rᵢ − mean, "Dr. GRPO", Liu et al. 2025). With std-scaled GRPO the
+//! per-group standardisation re-inflates the differences a saturating
+//! world model compresses, so debiasing changes much less there (see the
+//! crate README); `--set core.advantage.scale_by_std=true --set
+//! learning_rate=10` runs that variant.
 
 use serde::{Deserialize, Serialize};
-use wmrl_core::CoreConfig;
+use wmrl_core::{AdvantageOptions, CoreConfig};
 
 use crate::{Error, Result};
 
@@ -47,13 +54,13 @@ pub struct WorldModelSpec {
     pub overrated_quality: f64,
     /// Standard deviation of the fixed per-action error e (default: 0.0).
     pub action_error_sd: f64,
-    /// Standard deviation of the per-query noise ξ (default: 0.05).
+    /// Standard deviation of the per-query noise ξ (default: 0.02).
     pub noise_sd: f64,
 }
 
 impl Default for WorldModelSpec {
     fn default() -> Self {
-        Self { saturation: 2.0, overrated_fraction: 0.03, overrated_quality: 0.9, action_error_sd: 0.0, noise_sd: 0.05 }
+        Self { saturation: 2.0, overrated_fraction: 0.03, overrated_quality: 0.9, action_error_sd: 0.0, noise_sd: 0.02 }
     }
 }
 
@@ -81,7 +88,7 @@ pub struct Scenario {
     pub name: String,
     /// What the scenario is built to show.
     pub description: String,
-    /// Prompts (tasks) (default: 8).
+    /// Prompts (tasks) (default: 16).
     pub prompts: usize,
     /// Discrete actions per prompt (default: 100).
     pub actions: usize,
@@ -96,13 +103,14 @@ pub struct Scenario {
     pub execution_failure_rate: f64,
     /// Costs.
     pub cost: CostModel,
-    /// Training steps per run (default: 150).
+    /// Training steps per run (default: 300).
     pub steps: u64,
-    /// Policy learning rate on the softmax logits (default: 40).
+    /// Policy learning rate on the softmax logits (default: 30).
     pub learning_rate: f64,
     /// Seeds (repetitions) per mode (default: 5).
     pub seeds: u64,
-    /// The core's settings (mode is set per run; default: 32 groups × 8 rollouts, 10% anchors).
+    /// The core's settings (mode is set per run; default: 64 groups × 8
+    /// rollouts, 10% anchors, unscaled group-relative advantages).
     pub core: CoreConfig,
 }
 
@@ -110,42 +118,63 @@ impl Default for Scenario {
     fn default() -> Self {
         Self {
             name: "paper".into(),
-            description: "a cheap, biased and noisy world model; anchors are 10% of groups".into(),
-            prompts: 8,
+            description: "a cheap world model: saturating miscalibration, 3% of actions over-rated, noise sd 0.02"
+                .into(),
+            prompts: 16,
             actions: 100,
             reward: RewardKind::Continuous,
             reward_skew: 3.0,
             world_model: WorldModelSpec::default(),
             execution_failure_rate: 0.0,
             cost: CostModel::default(),
-            steps: 150,
-            learning_rate: 40.0,
+            steps: 300,
+            learning_rate: 30.0,
             seeds: 5,
-            core: CoreConfig { groups: 32, group_size: 8, ..CoreConfig::default() },
+            core: CoreConfig {
+                groups: 64,
+                group_size: 8,
+                advantage: AdvantageOptions { scale_by_std: false, ..AdvantageOptions::default() },
+                ..CoreConfig::default()
+            },
         }
     }
 }
 
 /// Names of the presets, in report order.
-pub const PRESETS: [&str; 3] = ["paper", "debias", "denoise"];
+pub const PRESETS: [&str; 4] = ["paper", "binary", "debias", "denoise"];
 
 impl Scenario {
-    /// A named preset: `paper` (the default world), `debias` (strong
-    /// over-rating of bad actions: built to show debiasing), `denoise` (a very
-    /// noisy world model: built to show denoising).
+    /// A named preset (see the crate README for what each shows):
+    /// - `paper`: the default world above;
+    /// - `binary`: the same with binary success rewards r ~ Bernoulli(q), as in LIBERO;
+    /// - `debias`: an over-confident world model that ranks actions almost
+    ///   perfectly (noise sd 0.002) but saturates hard (κ = 3): built to show debiasing;
+    /// - `denoise`: a very noisy world model (noise sd 0.5): built to show denoising.
     pub fn preset(name: &str) -> Result<Self> {
         let base = Scenario::default();
         match name {
             "paper" => Ok(base),
+            "binary" => Ok(Scenario {
+                name: "binary".into(),
+                description: "the paper world with binary success rewards r ~ Bernoulli(q)".into(),
+                reward: RewardKind::Bernoulli,
+                ..base
+            }),
             "debias" => Ok(Scenario {
                 name: "debias".into(),
-                description: "the world model over-rates 10% of actions, all of them poor".into(),
-                world_model: WorldModelSpec { overrated_fraction: 0.10, overrated_quality: 1.0, ..base.world_model },
+                description: "an over-confident world model: ranks well (noise sd 0.002) but saturates hard (κ = 3)"
+                    .into(),
+                world_model: WorldModelSpec {
+                    saturation: 3.0,
+                    overrated_fraction: 0.0,
+                    noise_sd: 0.002,
+                    ..base.world_model
+                },
                 ..base
             }),
             "denoise" => Ok(Scenario {
                 name: "denoise".into(),
-                description: "a very noisy world model (noise sd 0.5) with no over-rated actions".into(),
+                description: "a very noisy world model (noise sd 0.5), no over-rated actions".into(),
                 world_model: WorldModelSpec { overrated_fraction: 0.0, noise_sd: 0.5, ..base.world_model },
                 ..base
             }),
@@ -205,6 +234,34 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Applies `key=value` to the scenario: `key` is a dotted path into its
+    /// serialised form (`world_model.noise_sd`, `core.anchor_ratio`), `value`
+    /// is JSON (`0.5`, `true`, `"bernoulli"`, `{"kind": …}`) or a bare
+    /// string. Unknown keys and ill-typed values are errors naming the key.
+    pub fn apply_override(&mut self, assignment: &str) -> Result<()> {
+        let bad = |key: &str, message: String| Error::InvalidOverride { key: key.to_string(), message };
+        let (key, raw) =
+            assignment.split_once('=').ok_or_else(|| bad(assignment, "expected key=value".into()))?;
+        let key = key.trim();
+        let value: serde_json::Value =
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| serde_json::Value::String(raw.trim().to_string()));
+        let mut tree = serde_json::to_value(&*self).map_err(|e| bad(key, e.to_string()))?;
+        let mut node = &mut tree;
+        for part in key.split('.') {
+            node = node
+                .as_object_mut()
+                .and_then(|o| o.get_mut(part))
+                .ok_or_else(|| bad(key, format!("no such setting `{part}`")))?;
+        }
+        *node = value;
+        let updated: Scenario = serde_json::from_value(tree).map_err(|e| bad(key, e.to_string()))?;
+        updated.validate()?;
+        *self = updated;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,7 +274,21 @@ mod tests {
             let json = serde_json::to_string(&s).unwrap();
             assert_eq!(serde_json::from_str::<Scenario>(&json).unwrap(), s);
         }
-        assert!(Scenario::preset("nope").unwrap_err().to_string().contains("paper, debias, denoise"));
+        assert!(Scenario::preset("nope").unwrap_err().to_string().contains("paper, binary, debias, denoise"));
+    }
+
+    #[test]
+    fn overrides_set_nested_values_and_name_bad_keys() {
+        let mut s = Scenario::default();
+        s.apply_override("world_model.noise_sd=0.3").unwrap();
+        s.apply_override("reward=bernoulli").unwrap();
+        s.apply_override("core.mode=\"ppi\"").unwrap();
+        assert_eq!((s.world_model.noise_sd, s.reward, s.core.mode), (0.3, RewardKind::Bernoulli, wmrl_core::Mode::Ppi));
+        let err = s.apply_override("world_model.noise=1").unwrap_err().to_string();
+        assert!(err.contains("world_model.noise") && err.contains("no such setting"), "{err}");
+        assert!(s.apply_override("steps=many").unwrap_err().to_string().contains("steps"));
+        assert!(s.apply_override("steps=0").is_err());
+        assert_eq!(s.world_model.noise_sd, 0.3, "a failed override changes nothing");
     }
 
     #[test]

@@ -142,6 +142,12 @@ pub enum Error {
         /// What was given.
         found: String,
     },
+    /// An executor failed as a whole (not one episode).
+    #[error("executor failed: {message}")]
+    Executor {
+        /// The executor's error.
+        message: String,
+    },
     /// An output folder already holds a checkpoint that would be overwritten.
     #[error("{dir} already holds a checkpoint; choose another --out folder or delete it first")]
     WouldOverwrite {

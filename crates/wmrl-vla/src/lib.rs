@@ -11,7 +11,10 @@
 //! - [`tokenizer`]: word-level instruction tokenizer saved with the checkpoint.
 //! - [`checkpoint`]: safetensors weights + JSON config, strict shape checks.
 //! - [`demos`]: the `.demo` episode format (checksummed) and dataset loading.
+//! - [`eval`]: per-task success through any anchor executor, failure GIFs.
+//! - [`rollout`]: the VLA domain for the core (prompts, episodes, closed-loop actor).
 //! - [`sft`]: behaviour cloning (AdamW, warm-up + cosine, clipping, random shifts).
+//! - `sim` (feature `sim`): the simulator as anchor executor and demonstration source.
 //! - [`synthetic`]: synthetic demonstrations for tests and benchmarks.
 //! - [`bench`]: training and inference throughput (`wmrl bench policy`).
 //! - [`config`]: model and training configs (`tiny`, `cpu`, `gpu` are shipped).
@@ -22,10 +25,14 @@ pub mod checkpoint;
 pub mod config;
 pub mod demos;
 pub mod distribution;
+pub mod eval;
 mod error;
 pub mod inference;
 pub mod model;
+pub mod rollout;
 pub mod sft;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod synthetic;
 pub mod tokenizer;
 

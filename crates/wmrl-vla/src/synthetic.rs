@@ -132,6 +132,7 @@ impl Scene {
             proprio: self.proprio.repeat(steps + 1),
             proprio_dim: PROPRIO_DIM,
             actions: action.repeat(steps),
+            labels: action.repeat(steps),
             action_dim: ACTION_DIM,
         }
     }

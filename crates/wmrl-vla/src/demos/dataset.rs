@@ -7,9 +7,9 @@
 //! the successful episodes is held out, whole, for validation.
 //!
 //! Frames are resized once, to the model's input size, and kept as `u8`. The
-//! target of observation `t` is the action chunk `a_t … a_{t+C-1}` as tokens;
-//! slots past the episode's end repeat the last action and are masked out of
-//! the loss.
+//! target of observation `t` is the chunk of labels `a_t … a_{t+C-1}` as tokens
+//! (the demonstrator's intended actions); slots past the episode's end repeat the last
+//! label and are masked out of the loss.
 
 use std::path::{Path, PathBuf};
 
@@ -160,7 +160,7 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
     for t in 0..steps {
         for k in 0..c {
             let step = (t + k).min(steps - 1) as usize;
-            let action = &episode.actions[step * episode.action_dim..(step + 1) * episode.action_dim];
+            let action = &episode.labels[step * episode.action_dim..(step + 1) * episode.action_dim];
             tokens.extend(options.binning.encode_all(action));
             mask.push(if t + k < steps { 1.0f32 } else { 0.0 });
         }

@@ -14,7 +14,10 @@
 //! file length is known: a shorter file is reported as truncated, a longer one
 //! as corrupt, and a flipped bit fails its section's checksum. Sections:
 //!
-//! - `actions`: f32 LE, `[steps, action_dim]`, action `t` taken after observation `t`.
+//! - `actions`: f32 LE, `[steps, action_dim]`: the action executed after observation `t`.
+//! - `labels`: f32 LE, `[steps, action_dim]`: the action the demonstrator meant
+//!   (with noise injection, DART-style, the executed action is the label plus
+//!   noise; behaviour cloning learns the labels, a dynamics model the actions).
 //! - `proprio`: f32 LE, `[steps + 1, proprio_dim]` (the last row is the final observation).
 //! - `agent_view`, `wrist_view`: `steps + 1` frames, each a u32 LE byte count
 //!   followed by a PNG (8-bit RGB, `image_width × image_height`).
@@ -36,7 +39,7 @@ pub const MAGIC: &[u8; 8] = b"WMRLDEMO";
 pub const VERSION: u32 = 1;
 /// File extension of demonstration files.
 pub const EXTENSION: &str = "demo";
-const SECTIONS: [&str; 4] = ["actions", "proprio", "agent_view", "wrist_view"];
+const SECTIONS: [&str; 5] = ["actions", "labels", "proprio", "agent_view", "wrist_view"];
 
 /// What an episode is: task, initial state, outcome, provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,7 +71,7 @@ pub struct EpisodeMeta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Section {
-    /// `actions`, `proprio`, `agent_view` or `wrist_view`.
+    /// `actions`, `labels`, `proprio`, `agent_view` or `wrist_view`.
     pub name: String,
     /// Length in bytes.
     pub bytes: u64,
@@ -111,8 +114,10 @@ pub struct Episode {
     pub proprio: Vec<f32>,
     /// Values per proprioception row.
     pub proprio_dim: usize,
-    /// Actions, row-major `[steps, action_dim]`.
+    /// Executed actions, row-major `[steps, action_dim]`.
     pub actions: Vec<f32>,
+    /// Demonstrator's intended actions (the cloning targets), same shape as `actions`.
+    pub labels: Vec<f32>,
     /// Values per action.
     pub action_dim: usize,
 }
@@ -128,6 +133,9 @@ impl Episode {
         let steps = self.steps();
         if self.action_dim == 0 || self.proprio_dim == 0 || self.actions.len() != steps * self.action_dim {
             return Err(Error::mismatch("episode actions", "a whole number of non-empty actions", self.actions.len()));
+        }
+        if self.labels.len() != self.actions.len() {
+            return Err(Error::mismatch("episode labels", self.actions.len(), self.labels.len()));
         }
         let frames = steps + 1;
         if self.agent_view.len() != frames || self.wrist_view.len() != frames {
@@ -170,6 +178,7 @@ pub fn encode_episode(episode: &Episode) -> Result<Vec<u8>> {
     episode.validate()?;
     let payloads = [
         f32_bytes(&episode.actions),
+        f32_bytes(&episode.labels),
         f32_bytes(&episode.proprio),
         frames_bytes(&episode.agent_view)?,
         frames_bytes(&episode.wrist_view)?,
@@ -299,7 +308,7 @@ fn read_frames(path: &Path, name: &str, bytes: &[u8], header: &Header) -> Result
 /// Decodes and checks a whole `.demo` file's bytes.
 pub fn decode_episode(path: &Path, bytes: &[u8]) -> Result<Episode> {
     let (header, mut at) = decode_header(path, bytes)?;
-    let mut payloads = Vec::with_capacity(4);
+    let mut payloads = Vec::with_capacity(SECTIONS.len());
     for section in &header.sections {
         let payload = &bytes[at..at + section.bytes as usize];
         let computed = crc32fast::hash(payload);
@@ -317,9 +326,10 @@ pub fn decode_episode(path: &Path, bytes: &[u8]) -> Result<Episode> {
     let frames = header.steps + 1;
     Ok(Episode {
         actions: read_f32s(path, "actions", payloads[0], header.steps * header.action_dim)?,
-        proprio: read_f32s(path, "proprio", payloads[1], frames * header.proprio_dim)?,
-        agent_view: read_frames(path, "agent_view", payloads[2], &header)?,
-        wrist_view: read_frames(path, "wrist_view", payloads[3], &header)?,
+        labels: read_f32s(path, "labels", payloads[1], header.steps * header.action_dim)?,
+        proprio: read_f32s(path, "proprio", payloads[2], frames * header.proprio_dim)?,
+        agent_view: read_frames(path, "agent_view", payloads[3], &header)?,
+        wrist_view: read_frames(path, "wrist_view", payloads[4], &header)?,
         proprio_dim: header.proprio_dim,
         action_dim: header.action_dim,
         meta: header.meta,

@@ -1,0 +1,1 @@
+../../../tests/research_tasks.rs

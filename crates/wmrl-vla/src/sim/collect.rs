@@ -1,0 +1,220 @@
+//! `wmrl demos collect`: scripted-expert demonstrations with noise injection.
+//!
+//! Noise injection follows DART (Laskey et al. 2017, "DART: Noise Injection
+//! for Robust Imitation Learning"): the environment executes the expert's
+//! action plus Gaussian noise on the six motion dimensions (never the
+//! gripper), while the file's `labels` keep the expert's clean action. The
+//! expert is closed-loop, so it corrects the perturbation and the
+//! demonstrations cover states slightly off its nominal path, which is where a
+//! cloned policy drifts to.
+//!
+//! Demonstrations start from initial states generated with other seeds than
+//! the 50 fixed evaluation states (`demo_seed + block`, 50 states per block),
+//! so evaluation never replays a training start.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use rayon::prelude::*;
+use serde::Serialize;
+use wmrl_sim::expert::Expert;
+use wmrl_sim::{ACTION_DIM, EnvConfig, NUM_INIT_STATES, PROPRIO_DIM, SimEnv};
+
+use crate::demos::{Episode, EpisodeMeta, MANIFEST_FILE, Manifest, ManifestTask, write_episode};
+use crate::sim::{SUITE, suite_tasks};
+use crate::{Error, Result};
+
+/// What to collect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectOptions {
+    /// Task indices (default: all ten).
+    pub tasks: Vec<usize>,
+    /// Episodes per task (default: 50).
+    pub per_task: usize,
+    /// Std of the Gaussian noise added to the executed motion dimensions (default: 0.1).
+    pub noise_std: f32,
+    /// Seed of the noise and of the demonstration initial states (default: 1).
+    pub seed: u64,
+    /// Write episodes the expert failed too (flagged `success: false`) (default: true).
+    pub keep_failures: bool,
+    /// Environment settings (cameras, step limit).
+    pub env: EnvConfig,
+}
+
+impl Default for CollectOptions {
+    fn default() -> Self {
+        Self { tasks: (0..wmrl_sim::NUM_TASKS).collect(), per_task: 50, noise_std: 0.1, seed: 1, keep_failures: true, env: EnvConfig::default() }
+    }
+}
+
+/// Per-task and total counts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectSummary {
+    /// Folder written.
+    pub out_dir: PathBuf,
+    /// One entry per task.
+    pub tasks: Vec<ManifestTask>,
+    /// Episodes that ended in an execution error (not written).
+    pub execution_errors: usize,
+    /// Control steps simulated.
+    pub env_steps: usize,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// Initial-state seed of block `block` (50 states each); never the evaluation seed.
+fn demo_init_seed(seed: u64, block: usize) -> u64 {
+    let s = wmrl_sim::INIT_SEED ^ 0xdead_beef_0000 ^ seed.wrapping_mul(1000).wrapping_add(block as u64 + 1);
+    if s == wmrl_sim::INIT_SEED { s + 1 } else { s }
+}
+
+/// Runs one expert episode with noise injection.
+fn expert_episode(env: &mut SimEnv, task: usize, state: usize, noise_std: f32, seed: u64) -> Result<(Episode, Option<String>)> {
+    let sim_err = |e: wmrl_sim::SimError| Error::Executor { message: format!("task {task} state {state}: {e}") };
+    let mut observation = env.reset(task, state).map_err(sim_err)?;
+    let (task_name, instruction) = (env.task().name.clone(), env.task().instruction.clone());
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let noise = Normal::new(0.0f32, noise_std.max(0.0)).expect("finite std");
+    let mut expert = Expert::new(env);
+    let (mut agent, mut wrist, mut proprio) = (vec![], vec![], vec![]);
+    let (mut actions, mut labels) = (vec![], vec![]);
+    loop {
+        agent.push(observation.agent_view.clone());
+        wrist.push(observation.wrist_view.clone());
+        proprio.extend(observation.proprio.to_vec());
+        let label = expert.act(env);
+        let mut executed = label;
+        if noise_std > 0.0 {
+            for value in &mut executed[..6] {
+                *value = (*value + noise.sample(&mut rng)).clamp(-1.0, 1.0);
+            }
+        }
+        let outcome = env.step(&executed);
+        labels.extend_from_slice(&label);
+        actions.extend_from_slice(&executed);
+        observation = outcome.observation;
+        if outcome.done {
+            agent.push(observation.agent_view.clone());
+            wrist.push(observation.wrist_view.clone());
+            proprio.extend(observation.proprio.to_vec());
+            let episode = Episode {
+                meta: EpisodeMeta {
+                    suite: SUITE.into(),
+                    task_index: task,
+                    task_name,
+                    instruction,
+                    state_index: state,
+                    success: outcome.success,
+                    source: "expert".into(),
+                    noise_std,
+                    seed,
+                },
+                agent_view: agent,
+                wrist_view: wrist,
+                proprio,
+                proprio_dim: PROPRIO_DIM,
+                actions,
+                labels,
+                action_dim: ACTION_DIM,
+            };
+            return Ok((episode, outcome.execution_error.map(|e| e.to_string())));
+        }
+    }
+}
+
+/// Collects `per_task` expert episodes of each task into `out_dir`
+/// (`task{TT}/ep{KKKK}.demo` and `manifest.json`), in parallel.
+/// `progress(done, total)` is called after every episode.
+pub fn collect_demos(options: &CollectOptions, out_dir: &Path, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<CollectSummary> {
+    let _span = tracing::info_span!("collect_demos", out = %out_dir.display()).entered();
+    if out_dir.join(MANIFEST_FILE).exists() {
+        return Err(Error::WouldOverwrite { dir: out_dir.to_path_buf() });
+    }
+    let all = suite_tasks();
+    for &t in &options.tasks {
+        if !all.iter().any(|(i, _)| *i == t) {
+            return Err(Error::mismatch("task index", format!("0..{}", all.len()), t));
+        }
+    }
+    let started = Instant::now();
+    // One job per (task, block of 50 initial states): each owns an environment.
+    let jobs: Vec<(usize, usize)> = options
+        .tasks
+        .iter()
+        .flat_map(|&t| (0..options.per_task.div_ceil(NUM_INIT_STATES)).map(move |b| (t, b)))
+        .collect();
+    let total = options.tasks.len() * options.per_task;
+    let done = AtomicUsize::new(0);
+    let results: Vec<Vec<(usize, bool, usize, bool)>> = jobs
+        .par_iter()
+        .map(|&(task, block)| {
+            let mut config = options.env.clone();
+            config.init_seed = demo_init_seed(options.seed, block);
+            let mut env = SimEnv::new(config);
+            let first = block * NUM_INIT_STATES;
+            let last = (first + NUM_INIT_STATES).min(options.per_task);
+            (first..last)
+                .map(|k| {
+                    let seed = options.seed.wrapping_mul(0x9e37_79b9).wrapping_add((task * 100_000 + k) as u64);
+                    let (episode, error) = expert_episode(&mut env, task, k % NUM_INIT_STATES, options.noise_std, seed)?;
+                    let (success, steps) = (episode.meta.success, episode.steps());
+                    if let Some(reason) = &error {
+                        tracing::warn!(task, episode = k, %reason, "execution error; episode not written");
+                    } else if success || options.keep_failures {
+                        write_episode(&out_dir.join(format!("task{task:02}/ep{k:04}.demo")), &episode)?;
+                    }
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                    Ok((task, success, steps, error.is_some()))
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<_>>()?;
+    let flat: Vec<_> = results.into_iter().flatten().collect();
+    let tasks: Vec<ManifestTask> = options
+        .tasks
+        .iter()
+        .map(|&t| {
+            let mine: Vec<_> = flat.iter().filter(|r| r.0 == t && !r.3).collect();
+            let written = mine.iter().filter(|r| r.1 || options.keep_failures).count();
+            let spec = &all.iter().find(|(i, _)| *i == t).expect("checked").1;
+            ManifestTask {
+                task_index: t,
+                task_name: wmrl_sim::task(t).map(|s| s.name).unwrap_or_default(),
+                instruction: spec.clone(),
+                episodes: written,
+                successes: mine.iter().filter(|r| r.1).count(),
+            }
+        })
+        .collect();
+    let summary = CollectSummary {
+        out_dir: out_dir.to_path_buf(),
+        tasks: tasks.clone(),
+        execution_errors: flat.iter().filter(|r| r.3).count(),
+        env_steps: flat.iter().map(|r| r.2).sum(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let manifest = Manifest {
+        format: crate::demos::manifest::FORMAT.into(),
+        suite: SUITE.into(),
+        tasks,
+        info: serde_json::json!({
+            "source": "scripted expert",
+            "per_task": options.per_task,
+            "noise_std": options.noise_std,
+            "seed": options.seed,
+            "keep_failures": options.keep_failures,
+            "image_width": options.env.camera.width,
+            "image_height": options.env.camera.height,
+            "max_steps": options.env.max_steps,
+            "execution_errors": summary.execution_errors,
+            "env_steps": summary.env_steps,
+            "seconds": summary.seconds,
+        }),
+    };
+    manifest.write(&out_dir.join(MANIFEST_FILE))?;
+    Ok(summary)
+}
