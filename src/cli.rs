@@ -42,6 +42,10 @@ pub enum Command {
     Bench(commands::bench::BenchArgs),
     /// Behaviour cloning of demonstrations into a policy checkpoint.
     Sft(commands::sft::SftArgs),
+    /// Collect or check demonstrations (scripted experts in the simulator).
+    Demos(commands::demos::DemosArgs),
+    /// Per-task success of a policy checkpoint on the fixed initial states.
+    Eval(commands::eval::EvalArgs),
     /// AutoResearch: ML tasks, sandboxed solution runs, WMRL training of solution writers.
     Research(commands::research::ResearchArgs),
     /// The Rapier LIBERO-Long simulator: render, record, run the scripted experts.

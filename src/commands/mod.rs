@@ -7,6 +7,8 @@ pub mod device;
 pub mod research;
 pub mod scene;
 pub mod sft;
+pub mod demos;
+pub mod eval;
 pub mod sim;
 pub mod synth;
 
@@ -20,6 +22,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Device => device::run(&global),
         Command::Bench(args) => bench::run(&global, args),
         Command::Sft(args) => sft::run(&global, args),
+        Command::Demos(args) => demos::run(&global, args),
+        Command::Eval(args) => eval::run(&global, args),
         Command::Research(args) => research::run(&global, args),
         Command::Sim(args) => sim::run(&global, args),
         Command::Scene(args) => scene::run(&global, args),

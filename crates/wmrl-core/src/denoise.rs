@@ -285,7 +285,7 @@ pub fn stream_weights(
         Some(e) if e.reward_variance.is_nan() || e.reward_variance < config.reward_variance_floor => 0.0,
         Some(e) if e.covariance <= 0.0 || e.calibrated_variance <= 0.0 => config.max_noise_ratio,
         Some(e) => {
-            let k = e.calibrated_variance * e.reward_variance / (e.covariance * e.covariance) - 1.0;
+            let k = e.residual_variance / e.reward_variance;
             if k.is_finite() { k.clamp(0.0, config.max_noise_ratio) } else { config.max_noise_ratio }
         }
     };

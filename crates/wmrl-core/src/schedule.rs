@@ -171,7 +171,7 @@ mod tests {
     fn fractional_quotas_give_uniform_inclusion_probability() {
         // 4 tasks of 3 groups, K = ⌈0.1·12⌉ = 2: each task gets 0.5 anchors in expectation.
         let tasks: Vec<TaskId> = (0..12).map(|i| i / 3).collect();
-        let mut hits = vec![0usize; 12];
+        let mut hits = [0usize; 12];
         for step in 0..6000 {
             let plan = schedule_anchors(&tasks, 0.1, 1, step).unwrap();
             assert_eq!(plan.anchor_count(), 2);

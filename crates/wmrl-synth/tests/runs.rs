@@ -8,13 +8,8 @@ use wmrl_synth::world::{SynthAdapter, SynthExecutor, SynthWorldModel, SyntheticW
 use wmrl_synth::{Scenario, benchmark, run};
 
 fn small() -> Scenario {
-    let mut s = Scenario::default();
-    s.prompts = 4;
-    s.actions = 20;
-    s.core.groups = 16;
-    s.steps = 30;
-    s.seeds = 2;
-    s
+    let base = Scenario::default();
+    Scenario { prompts: 4, actions: 20, steps: 30, seeds: 2, core: CoreConfig { groups: 16, ..base.core }, ..base }
 }
 
 fn bits(run: &wmrl_synth::RunResult) -> Vec<u64> {
