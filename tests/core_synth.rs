@@ -4,27 +4,57 @@
 use std::process::{Command, Output};
 
 fn wmrl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wmrl")).args(args).output().expect("wmrl runs")
+    Command::new(env!("CARGO_BIN_EXE_wmrl"))
+        .args(args)
+        .output()
+        .expect("wmrl runs")
 }
 
-const SMALL: [&str; 10] =
-    ["--seeds", "2", "--steps", "20", "--set", "prompts=4", "--set", "core.groups=16", "--set", "actions=20"];
+const SMALL: [&str; 10] = [
+    "--seeds",
+    "2",
+    "--steps",
+    "20",
+    "--set",
+    "prompts=4",
+    "--set",
+    "core.groups=16",
+    "--set",
+    "actions=20",
+];
 
 #[test]
 fn synth_writes_json_metrics_and_plots_for_every_mode() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().to_str().unwrap();
-    let mut args = vec!["synth", "--json", "--scenario", "paper", "--scenario", "debias", "--out", out_dir];
+    let mut args = vec![
+        "synth",
+        "--json",
+        "--scenario",
+        "paper",
+        "--scenario",
+        "debias",
+        "--out",
+        out_dir,
+    ];
     args.extend(SMALL);
     let out = wmrl(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let scenarios = v["scenarios"].as_array().unwrap();
     assert_eq!(scenarios.len(), 2);
     for s in scenarios {
         let modes = s["modes"].as_array().unwrap();
         assert_eq!(modes.len(), 6);
-        assert!(modes.iter().all(|m| m["final_true_reward"].as_f64().unwrap().is_finite()));
+        assert!(
+            modes
+                .iter()
+                .all(|m| m["final_true_reward"].as_f64().unwrap().is_finite())
+        );
         assert_eq!(s["scenario"]["steps"], 20);
         let files = &s["files"];
         for key in ["reward_vs_executions", "reward_vs_steps"] {
@@ -46,14 +76,37 @@ fn synth_writes_json_metrics_and_plots_for_every_mode() {
 #[test]
 fn synth_prints_a_table() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["synth", "--scenario", "denoise", "--mode", "wmrl", "--mode", "real", "--out", dir.path().to_str().unwrap()];
+    let mut args = vec![
+        "synth",
+        "--scenario",
+        "denoise",
+        "--mode",
+        "wmrl",
+        "--mode",
+        "real",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
     args.extend(SMALL);
     let out = wmrl(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("scenario `denoise`") && text.contains("savings"), "{text}");
-    assert!(text.contains("\nreal ") && text.contains("\nwmrl "), "{text}");
-    assert!(text.contains("reward_vs_executions.png") && text.contains("metrics.jsonl"), "{text}");
+    assert!(
+        text.contains("scenario `denoise`") && text.contains("savings"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nreal ") && text.contains("\nwmrl "),
+        "{text}"
+    );
+    assert!(
+        text.contains("reward_vs_executions.png") && text.contains("metrics.jsonl"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -71,7 +124,10 @@ fn synth_names_bad_settings() {
         args.extend(extra);
         let out = wmrl(&args);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(expected), "{extra:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{extra:?}: {err}"
+        );
     }
 }
 
@@ -79,13 +135,27 @@ fn synth_names_bad_settings() {
 fn demo_runs_the_synthetic_benchmark_and_says_where_the_files_are() {
     let dir = tempfile::tempdir().unwrap();
     let out = wmrl(&["demo", "--out", dir.path().to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    for mode in ["real", "wm-only", "wmrl", "wmrl-no-debias", "wmrl-no-denoise", "ppi"] {
+    for mode in [
+        "real",
+        "wm-only",
+        "wmrl",
+        "wmrl-no-debias",
+        "wmrl-no-denoise",
+        "ppi",
+    ] {
         assert!(text.contains(&format!("\n{mode} ")), "{mode}: {text}");
     }
     let png = dir.path().join("paper/reward_vs_executions.png");
     let metrics = dir.path().join("paper/metrics.jsonl");
-    assert!(text.contains(png.to_str().unwrap()) && text.contains(metrics.to_str().unwrap()), "{text}");
+    assert!(
+        text.contains(png.to_str().unwrap()) && text.contains(metrics.to_str().unwrap()),
+        "{text}"
+    );
     assert!(png.exists() && metrics.exists());
 }

@@ -41,7 +41,9 @@ fn serve(script: Vec<(u16, String)>) -> Server {
             }
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
-            seen.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
             let (status, content) = {
                 let mut s = script.lock().unwrap();
                 let i = s.1.min(s.0.len() - 1);
@@ -82,7 +84,10 @@ fn tiny_task(dir: &Path) -> Task {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    w("task.toml", "id = \"tiny\"\ntitle = \"Tiny\"\nmetric = \"rmse\"\ndirection = \"lower\"\n");
+    w(
+        "task.toml",
+        "id = \"tiny\"\ntitle = \"Tiny\"\nmetric = \"rmse\"\ndirection = \"lower\"\n",
+    );
     w("description.md", "Predict y.\n");
     w("public/train.csv", "id,f0,target\n1,0.0,0.0\n2,1.0,1.0\n");
     w("public/test.csv", "id,f0\n3,0.5\n");
@@ -108,7 +113,13 @@ fn the_judge_retries_server_errors_and_handles_malformed_replies() {
         pending_path: dir.path().join("pending.jsonl"),
         ..JudgeConfig::default()
     });
-    let scores = judge.score(&[(&task, "print('a')"), (&task, "print('b')"), (&task, "print('c')")]).unwrap();
+    let scores = judge
+        .score(&[
+            (&task, "print('a')"),
+            (&task, "print('b')"),
+            (&task, "print('c')"),
+        ])
+        .unwrap();
     // 500 retried → 0.8; two malformed replies → fallback 0.5; then 0.255.
     assert_eq!(scores, vec![0.8, 0.5, 0.255]);
     assert_eq!(judge.malformed(), 1);
@@ -117,7 +128,11 @@ fn the_judge_retries_server_errors_and_handles_malformed_replies() {
     let first: serde_json::Value = serde_json::from_str(&bodies[0]).unwrap();
     assert_eq!(first["model"], "test-model");
     let prompt = first["messages"][1]["content"].as_str().unwrap();
-    assert!(prompt.contains("Predict y.") && prompt.contains("print('a')") && prompt.contains("rmse (lower is better)"));
+    assert!(
+        prompt.contains("Predict y.")
+            && prompt.contains("print('a')")
+            && prompt.contains("rmse (lower is better)")
+    );
 }
 
 #[test]
@@ -125,15 +140,25 @@ fn a_down_endpoint_is_reported_and_the_batch_is_saved() {
     let dir = tempfile::tempdir().unwrap();
     let task = tiny_task(&dir.path().join("tiny"));
     // A port nobody listens on: bind, read the port, close.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let pending = dir.path().join("pending.jsonl");
     let mut judge = LlmJudge::new(JudgeConfig {
         endpoint: endpoint(&format!("http://127.0.0.1:{port}/v1")),
         pending_path: pending.clone(),
         ..JudgeConfig::default()
     });
-    let err = judge.score(&[(&task, "print('x')"), (&task, "print('y')")]).unwrap_err().to_string();
-    assert!(err.contains("after 4 attempts") && err.contains("pending.jsonl"), "{err}");
+    let err = judge
+        .score(&[(&task, "print('x')"), (&task, "print('y')")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("after 4 attempts") && err.contains("pending.jsonl"),
+        "{err}"
+    );
     let saved = std::fs::read_to_string(&pending).unwrap();
     assert_eq!(saved.lines().count(), 2);
     assert!(saved.contains("print('y')"));
@@ -145,13 +170,19 @@ fn the_llm_policy_samples_solutions_and_exports_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let task = tiny_task(&dir.path().join("tiny"));
     let code = "import shutil\nshutil.copy('sample_submission.csv', 'submission.csv')";
-    let server = serve(vec![(200, format!("Here you go:\n```python\n{code}\n```\n"))]);
+    let server = serve(vec![(
+        200,
+        format!("Here you go:\n```python\n{code}\n```\n"),
+    )]);
     let mut adapter = ResearchAdapter::new(vec![task]).unwrap();
     let export = dir.path().join("batches.jsonl");
-    let mut policy = wmrl_research::sampler::EndpointPolicy::new(endpoint(&server.base_url), &export, &adapter);
+    let mut policy =
+        wmrl_research::sampler::EndpointPolicy::new(endpoint(&server.base_url), &export, &adapter);
     let prompts = adapter.prompts(0, 1).unwrap();
     let tasks = adapter.tasks().clone();
-    let solutions = wmrl_research::adapter::SolutionSampler::sample_many(&policy, &tasks, &[(0, 1), (0, 2)]).unwrap();
+    let solutions =
+        wmrl_research::adapter::SolutionSampler::sample_many(&policy, &tasks, &[(0, 1), (0, 2)])
+            .unwrap();
     assert_eq!(solutions[0].text, format!("{code}\n"));
     // The learning signal comes from the core itself (mode real: anchors only).
     let mut core = wmrl_core::Core::new(wmrl_core::CoreConfig {
@@ -183,14 +214,25 @@ fn the_llm_policy_samples_solutions_and_exports_the_batch() {
         diagnostics: out.diagnostics,
     };
     policy.learn(batch).unwrap();
-    let rows: Vec<serde_json::Value> =
-        std::fs::read_to_string(&export).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&export)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["task"], "tiny");
     assert_eq!(rows[0]["stream"], "anchor");
-    assert!(rows[0]["advantage"].as_f64().unwrap() > 0.0 && rows[1]["advantage"].as_f64().unwrap() < 0.0);
+    assert!(
+        rows[0]["advantage"].as_f64().unwrap() > 0.0
+            && rows[1]["advantage"].as_f64().unwrap() < 0.0
+    );
     assert_eq!(rows[0]["reward"], 1.0);
     assert_eq!(rows[0]["step"], 3);
-    assert!(rows[0]["completion"].as_str().unwrap().contains("```python"));
+    assert!(
+        rows[0]["completion"]
+            .as_str()
+            .unwrap()
+            .contains("```python")
+    );
     assert!(rows[0]["prompt"].as_str().unwrap().contains("Predict y."));
 }

@@ -30,8 +30,11 @@ fn tiny_task(dir: &Path) -> Task {
         train.push_str(&format!("{},{}.{},{}\n", 100 + i, i % 2, i, i % 2));
     }
     w("public/train.csv", &train);
-    let (mut test, mut sample, mut answers) =
-        (String::from("id,f0\n"), String::from("id,target\n"), String::from("id,target\n"));
+    let (mut test, mut sample, mut answers) = (
+        String::from("id,f0\n"),
+        String::from("id,target\n"),
+        String::from("id,target\n"),
+    );
     for i in 0..10 {
         test.push_str(&format!("{},{}.5\n", 200 + i, i % 2));
         sample.push_str(&format!("{},0.5\n", 200 + i));
@@ -59,13 +62,26 @@ impl Fixture {
     fn new(limits: Limits) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let task = Arc::new(tiny_task(&dir.path().join("tiny")));
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let sandbox = rt.block_on(wmrl_research::python::sandbox(&python(), limits, 2)).unwrap();
-        Self { _dir: dir, task, runner: SolutionRunner::new(sandbox, None), rt }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sandbox = rt
+            .block_on(wmrl_research::python::sandbox(&python(), limits, 2))
+            .unwrap();
+        Self {
+            _dir: dir,
+            task,
+            runner: SolutionRunner::new(sandbox, None),
+            rt,
+        }
     }
 
     fn run(&self, solution: &str) -> ExecutionRecord {
-        self.rt.block_on(self.runner.run(&self.task, solution)).unwrap()
+        self.rt
+            .block_on(self.runner.run(&self.task, solution))
+            .unwrap()
     }
 
     fn isolated(&self) -> bool {
@@ -93,10 +109,12 @@ fn processes_of(uid: u32) -> usize {
     let mut n = 0;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        if let Some(line) = status.lines().find(|l| l.starts_with("Uid:")) {
-            if line.split_whitespace().nth(1).and_then(|u| u.parse::<u32>().ok()) == Some(uid) {
-                n += 1;
-            }
+        let owner = status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1));
+        if owner.and_then(|u| u.parse::<u32>().ok()) == Some(uid) {
+            n += 1;
         }
     }
     n
@@ -120,38 +138,78 @@ fn a_valid_solution_is_scored_and_ranked() {
 #[test]
 fn loops_are_stopped_by_the_cpu_limit_or_the_wall_clock() {
     // A generous wall clock so that the CPU limit bites first even on a loaded machine.
-    let f = Fixture::new(Limits { cpu_time_s: 1, wall_time_s: 15.0, ..small_limits() });
+    let f = Fixture::new(Limits {
+        cpu_time_s: 1,
+        wall_time_s: 15.0,
+        ..small_limits()
+    });
     let busy = f.run("while True:\n    pass\n");
-    assert_eq!(busy.outcome, Outcome::ResourceLimit { limit: LimitKind::CpuTime });
-    let f = Fixture::new(Limits { wall_time_s: 2.0, ..small_limits() });
+    assert_eq!(
+        busy.outcome,
+        Outcome::ResourceLimit {
+            limit: LimitKind::CpuTime
+        }
+    );
+    let f = Fixture::new(Limits {
+        wall_time_s: 2.0,
+        ..small_limits()
+    });
     let sleepy = f.run("import time\nwhile True:\n    time.sleep(0.1)\n");
     assert_eq!(sleepy.outcome, Outcome::TimedOut);
-    assert!(sleepy.wall_time_s < 2.0 + 3.0, "killed soon after the limit: {}", sleepy.wall_time_s);
+    assert!(
+        sleepy.wall_time_s < 2.0 + 3.0,
+        "killed soon after the limit: {}",
+        sleepy.wall_time_s
+    );
 }
 
 #[test]
 fn a_memory_bomb_hits_the_address_space_limit() {
     let f = Fixture::new(small_limits());
     let big = f.run("x = bytearray(8 << 30)\n");
-    assert_eq!(big.outcome, Outcome::ResourceLimit { limit: LimitKind::Memory });
+    assert_eq!(
+        big.outcome,
+        Outcome::ResourceLimit {
+            limit: LimitKind::Memory
+        }
+    );
     let creeping = f.run("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))\n");
-    assert_eq!(creeping.outcome, Outcome::ResourceLimit { limit: LimitKind::Memory });
+    assert_eq!(
+        creeping.outcome,
+        Outcome::ResourceLimit {
+            limit: LimitKind::Memory
+        }
+    );
 }
 
 #[test]
 fn a_fork_bomb_is_contained_and_leaves_nothing_behind() {
-    let f = Fixture::new(Limits { processes: 8, wall_time_s: 3.0, ..small_limits() });
-    let bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
+    let f = Fixture::new(Limits {
+        processes: 8,
+        wall_time_s: 3.0,
+        ..small_limits()
+    });
+    let bomb =
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
     let job = wmrl_sandbox::Job {
         args: vec!["solution.py".into()],
-        files: vec![("solution.py".into(), wmrl_sandbox::JobFile::Bytes(bomb.as_bytes().into()))],
+        files: vec![(
+            "solution.py".into(),
+            wmrl_sandbox::JobFile::Bytes(bomb.as_bytes().into()),
+        )],
         collect: vec!["submission.csv".into()],
         ..Default::default()
     };
     let report = f.rt.block_on(f.runner.sandbox().run(job)).unwrap();
     let outcome = Outcome::from_report(&f.task, &report);
     assert!(
-        matches!(outcome, Outcome::TimedOut | Outcome::ResourceLimit { limit: LimitKind::Processes | LimitKind::CpuTime }),
+        matches!(
+            outcome,
+            Outcome::TimedOut
+                | Outcome::ResourceLimit {
+                    limit: LimitKind::Processes | LimitKind::CpuTime
+                }
+        ),
         "{outcome:?}"
     );
     if let Some(uid) = report.uid {
@@ -173,18 +231,29 @@ fn a_fork_bomb_is_contained_and_leaves_nothing_behind() {
 #[test]
 fn huge_output_is_truncated_and_a_huge_file_hits_the_size_limit() {
     let f = Fixture::new(small_limits());
-    let chatty = format!("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 50000)\n{VALID}");
+    let chatty =
+        format!("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 50000)\n{VALID}");
     assert_eq!(f.run(&chatty).outcome, Outcome::Scored { score: 0.5 });
     let report = f.rt.block_on(f.runner.sandbox().run(wmrl_sandbox::Job {
         args: vec!["s.py".into()],
-        files: vec![("s.py".into(), wmrl_sandbox::JobFile::Bytes(chatty.as_bytes().into()))],
+        files: vec![(
+            "s.py".into(),
+            wmrl_sandbox::JobFile::Bytes(chatty.as_bytes().into()),
+        )],
         ..Default::default()
     }));
     let report = report.unwrap();
     assert_eq!(report.stdout.total_bytes, 100_000_000);
     assert!(report.stdout.truncated && report.stdout.text.len() < 32 << 10);
-    let hoarder = f.run("with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n");
-    assert_eq!(hoarder.outcome, Outcome::ResourceLimit { limit: LimitKind::FileSize });
+    let hoarder = f.run(
+        "with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
+    );
+    assert_eq!(
+        hoarder.outcome,
+        Outcome::ResourceLimit {
+            limit: LimitKind::FileSize
+        }
+    );
 }
 
 #[test]
@@ -202,7 +271,10 @@ fn writes_outside_the_work_folder_fail_and_reach_nothing() {
         PathBuf::from("/etc/escaped.txt"),
         PathBuf::from("/escaped.txt"),
     ];
-    let list: Vec<String> = targets.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
+    let list: Vec<String> = targets
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
     let solution = format!(
         "wrote = []\nfor p in [{}]:\n    try:\n        open(p, 'w').write('x')\n        wrote.append(p)\n    except OSError:\n        pass\n\
          open('/tmp/scratch.txt', 'w').write('private tmp is fine')\n\
@@ -229,7 +301,10 @@ fn the_hidden_answers_cannot_be_read() {
     );
     match f.run(&cheat).outcome {
         Outcome::Crashed { stderr_tail, .. } => {
-            assert!(stderr_tail.contains("No such file") || stderr_tail.contains("Permission denied"), "{stderr_tail}")
+            assert!(
+                stderr_tail.contains("No such file") || stderr_tail.contains("Permission denied"),
+                "{stderr_tail}"
+            )
         }
         other => panic!("the answers were reachable: {other:?}"),
     }
@@ -245,15 +320,22 @@ fn network_connections_fail() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let solution = format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n{VALID}");
+    let solution = format!(
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n{VALID}"
+    );
     match f.run(&solution).outcome {
         Outcome::Crashed { stderr_tail, .. } => assert!(
-            stderr_tail.contains("unreachable") || stderr_tail.contains("refused") || stderr_tail.contains("OSError"),
+            stderr_tail.contains("unreachable")
+                || stderr_tail.contains("refused")
+                || stderr_tail.contains("OSError"),
             "{stderr_tail}"
         ),
         other => panic!("the connection attempt did not fail: {other:?}"),
     }
-    assert!(listener.accept().is_err(), "the host listener got a connection");
+    assert!(
+        listener.accept().is_err(),
+        "the host listener got a connection"
+    );
 }
 
 #[test]
@@ -265,15 +347,25 @@ fn wrong_ids_and_nan_are_invalid_submissions() {
         wrong.push_str(&format!("{},0.5\n", 300 + i));
     }
     match f.run(&write(&wrong)).outcome {
-        Outcome::InvalidSubmission { reason } => assert!(reason.contains("line 2") && reason.contains("300"), "{reason}"),
+        Outcome::InvalidSubmission { reason } => assert!(
+            reason.contains("line 2") && reason.contains("300"),
+            "{reason}"
+        ),
         other => panic!("{other:?}"),
     }
     let mut nan = String::from("id,target\n");
     for i in 0..10 {
-        nan.push_str(&format!("{},{}\n", 200 + i, if i == 3 { "nan" } else { "0.5" }));
+        nan.push_str(&format!(
+            "{},{}\n",
+            200 + i,
+            if i == 3 { "nan" } else { "0.5" }
+        ));
     }
     match f.run(&write(&nan)).outcome {
-        Outcome::InvalidSubmission { reason } => assert!(reason.contains("line 5") && reason.contains("NaN"), "{reason}"),
+        Outcome::InvalidSubmission { reason } => assert!(
+            reason.contains("line 5") && reason.contains("NaN"),
+            "{reason}"
+        ),
         other => panic!("{other:?}"),
     }
     let missing = f.run("print('forgot to write the submission')\n");
@@ -287,5 +379,8 @@ fn wrong_ids_and_nan_are_invalid_submissions() {
 
 /// The project venv's python (`cargo xtask` creates it), if there.
 fn venv_python() -> Option<std::path::PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().map(|d| d.join(".venv/bin/python")).find(|p| p.is_file())
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join(".venv/bin/python"))
+        .find(|p| p.is_file())
 }

@@ -18,15 +18,26 @@ fn tiny_task(dir: &Path) -> Task {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    w("task.toml", "id = \"line\"\ntitle = \"Line\"\nmetric = \"rmse\"\ndirection = \"lower\"\n");
+    w(
+        "task.toml",
+        "id = \"line\"\ntitle = \"Line\"\nmetric = \"rmse\"\ndirection = \"lower\"\n",
+    );
     w("description.md", "Predict target from f0.\n");
     let mut train = String::from("id,f0,f1,target\n");
     for i in 0..40 {
         let x = i as f64 / 10.0;
-        train.push_str(&format!("{i},{x},{},{}\n", (i * 7 % 5) as f64, 2.0 * x + ((i * 3 % 7) as f64 - 3.0) / 10.0));
+        train.push_str(&format!(
+            "{i},{x},{},{}\n",
+            (i * 7 % 5) as f64,
+            2.0 * x + ((i * 3 % 7) as f64 - 3.0) / 10.0
+        ));
     }
     w("public/train.csv", &train);
-    let (mut test, mut sample, mut answers) = (String::from("id,f0,f1\n"), String::from("id,target\n"), String::from("id,target\n"));
+    let (mut test, mut sample, mut answers) = (
+        String::from("id,f0,f1\n"),
+        String::from("id,target\n"),
+        String::from("id,target\n"),
+    );
     for i in 0..10 {
         let x = i as f64 / 2.5 + 0.05;
         test.push_str(&format!("{},{x},{}\n", 100 + i, (i * 3 % 5) as f64));
@@ -36,7 +47,10 @@ fn tiny_task(dir: &Path) -> Task {
     w("public/test.csv", &test);
     w("public/sample_submission.csv", &sample);
     w("hidden/answers.csv", &answers);
-    w("leaderboard.csv", "name,score\nconstant,2.5\nok,1.0\ngood,0.3\n");
+    w(
+        "leaderboard.csv",
+        "name,score\nconstant,2.5\nok,1.0\ngood,0.3\n",
+    );
     Task::load(dir).unwrap()
 }
 
@@ -45,13 +59,29 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let task = tiny_task(&dir.path().join("line"));
     let python = wmrl_research::python::find_python(venv_python().as_deref()).unwrap();
-    let rt = Arc::new(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap());
-    let limits = Limits { wall_time_s: 60.0, ..Limits::default() };
-    let sandbox = rt.block_on(wmrl_research::python::sandbox(&python, limits, 2)).unwrap();
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let limits = Limits {
+        wall_time_s: 60.0,
+        ..Limits::default()
+    };
+    let sandbox = rt
+        .block_on(wmrl_research::python::sandbox(&python, limits, 2))
+        .unwrap();
     let cache = wmrl_research::ExecutionCache::open(&dir.path().join("cache.jsonl")).unwrap();
     let runner = SolutionRunner::new(sandbox, Some(cache));
 
-    let mut config = TrainConfig { steps: 2, eval_every: 2, eval_samples: 1, ..TrainConfig::default() };
+    let mut config = TrainConfig {
+        steps: 2,
+        eval_every: 2,
+        eval_samples: 1,
+        ..TrainConfig::default()
+    };
     config.core.mode = Mode::Wmrl;
     config.core.groups = 2;
     config.core.group_size = 2;
@@ -59,16 +89,31 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     config.world_model.buckets = 4096;
     config.world_model.steps_per_observe = 5;
     let run_dir = dir.path().join("run");
-    let mut trainer = Trainer::new(config, vec![task], runner.clone(), rt.clone(), tch::Device::Cpu, &run_dir).unwrap();
+    let mut trainer = Trainer::new(
+        config,
+        vec![task],
+        runner.clone(),
+        rt.clone(),
+        tch::Device::Cpu,
+        &run_dir,
+    )
+    .unwrap();
     let mut seen = Vec::new();
     let summary = trainer.run(&mut |step, _| seen.push(step)).unwrap();
     assert_eq!(seen, [1, 2]);
     // ρ = 0.5 of 2 groups → 1 anchor group of 2 solutions per step.
     assert_eq!(summary.executions, 4);
-    assert_eq!(summary.world_model_calls, 8, "2 imagined + 2 anchors scored, per step");
+    assert_eq!(
+        summary.world_model_calls, 8,
+        "2 imagined + 2 anchors scored, per step"
+    );
     assert_eq!(summary.evaluations.len(), 2);
     let stats = runner.stats();
-    assert_eq!(stats.requested, 4 + 2, "anchors plus one evaluation sample at steps 0 and 2");
+    assert_eq!(
+        stats.requested,
+        4 + 2,
+        "anchors plus one evaluation sample at steps 0 and 2"
+    );
     assert_eq!(stats.sandbox_runs + stats.cache_hits, stats.requested);
 
     let rows = wmrl_report::metrics::read_rows(&run_dir.join("metrics.jsonl")).unwrap();
@@ -79,14 +124,26 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     let anchors = wmrl_report::metrics::read_rows(&run_dir.join("anchors.jsonl")).unwrap();
     assert_eq!(anchors.len(), 4);
     assert!(anchors[0]["record"]["outcome"]["outcome"].is_string());
-    for file in ["config.json", "percentile.png", "checkpoint/policy.safetensors", "checkpoint/world_model.safetensors", "checkpoint/state.json"] {
+    for file in [
+        "config.json",
+        "percentile.png",
+        "checkpoint/policy.safetensors",
+        "checkpoint/world_model.safetensors",
+        "checkpoint/state.json",
+    ] {
         assert!(run_dir.join(file).is_file(), "{file} missing");
     }
-    let mut policy = wmrl_research::policy::PlanPolicy::new(1, Default::default(), tch::Device::Cpu).unwrap();
-    policy.load(&run_dir.join("checkpoint/policy.safetensors")).unwrap();
+    let mut policy =
+        wmrl_research::policy::PlanPolicy::new(1, Default::default(), tch::Device::Cpu).unwrap();
+    policy
+        .load(&run_dir.join("checkpoint/policy.safetensors"))
+        .unwrap();
 }
 
 /// The project venv's python (`cargo xtask` creates it), if there.
 fn venv_python() -> Option<std::path::PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().map(|d| d.join(".venv/bin/python")).find(|p| p.is_file())
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join(".venv/bin/python"))
+        .find(|p| p.is_file())
 }

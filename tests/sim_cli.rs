@@ -8,7 +8,11 @@ fn wmrl() -> Command {
 }
 
 fn bddl(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/libero-bddl")).join(name)
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/reference/libero-bddl"
+    ))
+    .join(name)
 }
 
 #[test]
@@ -18,29 +22,53 @@ fn scene_check_lists_a_bddl_task_and_a_toml_scene() {
         .arg(bddl("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["objects"][0], "moka_pot_1: moka_pot");
     assert_eq!(v["goal"][2], "TurnOn flat_stove_1");
     assert_eq!(v["simulable"], true);
 
-    let toml = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scenes/libero_long/08_kitchen_scene8_put_both_moka_pots_on_the_stove.toml"));
+    let toml = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenes/libero_long/08_kitchen_scene8_put_both_moka_pots_on_the_stove.toml"
+    ));
     let out = wmrl().args(["scene", "check"]).arg(&toml).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("flat_stove_1_cook_region") && text.contains("goal:"), "{text}");
+    assert!(
+        text.contains("flat_stove_1_cook_region") && text.contains("goal:"),
+        "{text}"
+    );
 }
 
 #[test]
 fn scene_check_warns_on_unmodelled_types_and_fails_on_bad_files() {
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.bddl");
-    let text = std::fs::read_to_string(bddl("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl")).unwrap();
-    std::fs::write(&other, text.replace("moka_pot_2 - moka_pot", "moka_pot_2 - espresso_machine")).unwrap();
-    let out = wmrl().args(["scene", "check", "--json"]).arg(&other).output().unwrap();
+    let text = std::fs::read_to_string(bddl("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl"))
+        .unwrap();
+    std::fs::write(
+        &other,
+        text.replace("moka_pot_2 - moka_pot", "moka_pot_2 - espresso_machine"),
+    )
+    .unwrap();
+    let out = wmrl()
+        .args(["scene", "check", "--json"])
+        .arg(&other)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "unmodelled types only warn");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["warnings"][0].as_str().unwrap().contains("espresso_machine"));
+    assert!(
+        v["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("espresso_machine")
+    );
 
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nproblem = 3\n").unwrap();
@@ -58,7 +86,11 @@ fn sim_render_writes_both_camera_pngs() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for name in ["task3_state2_agentview.png", "task3_state2_wrist.png"] {
         let img = image_size(&dir.path().join(name));
         assert_eq!(img, (128, 128), "{name}");
@@ -69,9 +101,18 @@ fn sim_render_writes_both_camera_pngs() {
 fn sim_init_states_saves_fifty_states() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("states.json");
-    let out = wmrl().args(["sim", "init-states", "--task", "6", "--out"]).arg(&file).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let out = wmrl()
+        .args(["sim", "init-states", "--task", "6", "--out"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(v["states"].as_array().unwrap().len(), 50);
 }
 

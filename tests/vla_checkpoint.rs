@@ -2,12 +2,19 @@
 //! with the tensor's name and both shapes.
 
 use tch::Device;
-use wmrl_vla::{Decoding, Error, PolicyInput, Tokenizer, VlaConfig, VlaPolicy, checkpoint, synthetic};
+use wmrl_vla::{
+    Decoding, Error, PolicyInput, Tokenizer, VlaConfig, VlaPolicy, checkpoint, synthetic,
+};
 
 fn tiny(overrides: &[&str]) -> VlaPolicy {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let config = VlaConfig::load("tiny", &overrides).unwrap();
-    VlaPolicy::new(config.model, Tokenizer::from_instructions(synthetic::INSTRUCTIONS), Device::Cpu).unwrap()
+    VlaPolicy::new(
+        config.model,
+        Tokenizer::from_instructions(synthetic::INSTRUCTIONS),
+        Device::Cpu,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -35,7 +42,10 @@ fn save_and_load_give_identical_logits_and_actions() {
     let before = tch::no_grad(|| policy.logits(&a, &w, &p, &ids));
     let after = tch::no_grad(|| loaded.logits(&a, &w, &p, &ids));
     assert!(before.equal(&after), "logits differ after a round trip");
-    assert_eq!(policy.predict(&inputs, Decoding::Greedy).unwrap(), loaded.predict(&inputs, Decoding::Greedy).unwrap());
+    assert_eq!(
+        policy.predict(&inputs, Decoding::Greedy).unwrap(),
+        loaded.predict(&inputs, Decoding::Greedy).unwrap()
+    );
     let config = checkpoint::read_config(dir.path()).unwrap();
     assert_eq!(config.info["note"], "test");
     assert_eq!(config.model.action.binning.bins, 256);
@@ -50,23 +60,43 @@ fn mismatched_architecture_names_the_tensor_and_both_shapes() {
     let mut wider = tiny(&["model.latent_dim=48"]);
     let err = checkpoint::load_weights(&mut wider, &weights).unwrap_err();
     match &err {
-        Error::ShapeMismatch { name, expected, found, .. } => {
-            assert!(name.starts_with("latent_") || name.starts_with("trunk.in"), "{name}");
-            assert!(expected.contains(&48) && found.contains(&64), "{expected:?} vs {found:?}");
+        Error::ShapeMismatch {
+            name,
+            expected,
+            found,
+            ..
+        } => {
+            assert!(
+                name.starts_with("latent_") || name.starts_with("trunk.in"),
+                "{name}"
+            );
+            assert!(
+                expected.contains(&48) && found.contains(&64),
+                "{expected:?} vs {found:?}"
+            );
         }
         other => panic!("expected a shape mismatch, got {other}"),
     }
     let message = err.to_string();
-    assert!(message.contains("[48") || message.contains(", 48]") || message.contains("[48]"), "{message}");
+    assert!(
+        message.contains("[48") || message.contains(", 48]") || message.contains("[48]"),
+        "{message}"
+    );
     assert!(message.contains("model.safetensors"), "{message}");
 
     let mut deeper = tiny(&["model.trunk_layers=2"]);
     let err = checkpoint::load_weights(&mut deeper, &weights).unwrap_err();
-    assert!(matches!(&err, Error::MissingTensor { name, .. } if name.starts_with("trunk.block1.")), "{err}");
+    assert!(
+        matches!(&err, Error::MissingTensor { name, .. } if name.starts_with("trunk.block1.")),
+        "{err}"
+    );
 
     let mut shallower = tiny(&["model.trunk_layers=0"]);
     let err = checkpoint::load_weights(&mut shallower, &weights).unwrap_err();
-    assert!(matches!(&err, Error::UnexpectedTensor { name, .. } if name.starts_with("trunk.block0.")), "{err}");
+    assert!(
+        matches!(&err, Error::UnexpectedTensor { name, .. } if name.starts_with("trunk.block0.")),
+        "{err}"
+    );
 
     // A config.json edited to another architecture fails the same way on load.
     let path = dir.path().join(checkpoint::CONFIG_FILE);
@@ -74,6 +104,8 @@ fn mismatched_architecture_names_the_tensor_and_both_shapes() {
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["model"]["vision"]["embed_dim"] = serde_json::json!(40);
     std::fs::write(&path, serde_json::to_string(&json).unwrap()).unwrap();
-    let err = checkpoint::load(dir.path(), Device::Cpu).unwrap_err().to_string();
+    let err = checkpoint::load(dir.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("has shape") && err.contains("40"), "{err}");
 }

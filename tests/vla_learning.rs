@@ -16,7 +16,11 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
     let dir = tempfile::tempdir().unwrap();
     let demos = dir.path().join("demos");
     for (i, episode) in synthetic::episodes(300, 2, 32, 1).iter().enumerate() {
-        write_episode(&demos.join(format!("task{}/{i:04}.demo", episode.meta.task_index)), episode).unwrap();
+        write_episode(
+            &demos.join(format!("task{}/{i:04}.demo", episode.meta.task_index)),
+            episode,
+        )
+        .unwrap();
     }
     // A failed episode with wrong actions must not be cloned.
     let mut failed = synthetic::episodes(1, 2, 32, 2).remove(0);
@@ -24,7 +28,11 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
     failed.labels.iter_mut().for_each(|a| *a = -*a);
     write_episode(&demos.join("task0/failed.demo"), &failed).unwrap();
 
-    let config = VlaConfig::load("tiny", &["train.steps=400".into(), "train.eval_every=200".into()]).unwrap();
+    let config = VlaConfig::load(
+        "tiny",
+        &["train.steps=400".into(), "train.eval_every=200".into()],
+    )
+    .unwrap();
     let dataset = DemoDataset::load(&demos, &sft::dataset_options(&config)).unwrap();
     assert_eq!(dataset.tasks.iter().map(|t| t.episodes).sum::<usize>(), 601);
     let out = dir.path().join("run");
@@ -37,12 +45,32 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
     .unwrap();
     assert_eq!(steps, 400);
     // Chance-level cross-entropy over 256 bins is ln 256 ≈ 5.5 nats.
-    assert!(summary.first_loss > 3.0, "first loss {}", summary.first_loss);
-    assert!(summary.final_loss < 0.25 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+    assert!(
+        summary.first_loss > 3.0,
+        "first loss {}",
+        summary.first_loss
+    );
+    assert!(
+        summary.final_loss < 0.25 * summary.first_loss,
+        "{} -> {}",
+        summary.first_loss,
+        summary.final_loss
+    );
     let val = summary.val.clone().expect("episodes were held out");
-    assert!(val.accuracy > 0.9, "held-out token accuracy {}", val.accuracy);
+    assert!(
+        val.accuracy > 0.9,
+        "held-out token accuracy {}",
+        val.accuracy
+    );
 
-    for file in ["config.json", "model.safetensors", "metrics.jsonl", "loss.png", "accuracy.png", "run.json"] {
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "metrics.jsonl",
+        "loss.png",
+        "accuracy.png",
+        "run.json",
+    ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
     let rows = wmrl_report::metrics::read_rows(&out.join("metrics.jsonl")).unwrap();
@@ -70,10 +98,22 @@ fn behaviour_cloning_learns_image_language_and_proprio_conditioned_actions() {
         }
     }
     let rate = |d: usize| right[d] as f64 / scenes.len() as f64;
-    eprintln!("per-dimension accuracy on unseen scenes: {:?}", (0..7).map(rate).collect::<Vec<_>>());
+    eprintln!(
+        "per-dimension accuracy on unseen scenes: {:?}",
+        (0..7).map(rate).collect::<Vec<_>>()
+    );
     // Image-and-language dimensions: 50% without looking at the image.
-    assert!(rate(0) >= 0.9 && rate(1) >= 0.9, "patch direction accuracy {:.2}, {:.2}", rate(0), rate(1));
+    assert!(
+        rate(0) >= 0.9 && rate(1) >= 0.9,
+        "patch direction accuracy {:.2}, {:.2}",
+        rate(0),
+        rate(1)
+    );
     // Language-only and proprio-only dimensions.
-    assert!(rate(2) >= 0.95, "instruction-dependent dimension {:.2}", rate(2));
+    assert!(
+        rate(2) >= 0.95,
+        "instruction-dependent dimension {:.2}",
+        rate(2)
+    );
     assert!(rate(6) >= 0.9, "proprio-dependent gripper {:.2}", rate(6));
 }

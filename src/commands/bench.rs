@@ -29,7 +29,10 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
     let mut results = serde_json::Map::new();
     match args.target {
         BenchTarget::All => {
-            results.insert("policy".into(), bench_policy(global, &PolicyBenchArgs::default())?);
+            results.insert(
+                "policy".into(),
+                bench_policy(global, &PolicyBenchArgs::default())?,
+            );
             results.insert("sim".into(), bench_sim(&SimBenchArgs::default())?);
             results.insert("core".into(), bench_core(&CoreBenchArgs::default())?);
         }
@@ -65,14 +68,20 @@ pub struct PolicyBenchArgs {
 
 impl Default for PolicyBenchArgs {
     fn default() -> Self {
-        Self { config: "cpu".into(), envs: 50 }
+        Self {
+            config: "cpu".into(),
+            envs: 50,
+        }
     }
 }
 
 fn bench_policy(global: &GlobalArgs, args: &PolicyBenchArgs) -> anyhow::Result<serde_json::Value> {
     let config = wmrl_vla::VlaConfig::load(&args.config, &[])?;
     let device = wmrl_tch::select_device(global.device)?;
-    let options = wmrl_vla::bench::PolicyBenchOptions { inference_batch: args.envs, ..Default::default() };
+    let options = wmrl_vla::bench::PolicyBenchOptions {
+        inference_batch: args.envs,
+        ..Default::default()
+    };
     let figures = wmrl_vla::bench::bench_policy(&config, device, &options)?;
     let mut value = serde_json::to_value(figures)?;
     value["config"] = serde_json::Value::String(args.config.clone());
@@ -92,7 +101,10 @@ pub struct SimBenchArgs {
 
 impl Default for SimBenchArgs {
     fn default() -> Self {
-        Self { steps: 150, size: 128 }
+        Self {
+            steps: 150,
+            size: 128,
+        }
     }
 }
 
@@ -119,14 +131,27 @@ pub struct CoreBenchArgs {
 
 impl Default for CoreBenchArgs {
     fn default() -> Self {
-        Self { pairs: 100_000, repeats: 15 }
+        Self {
+            pairs: 100_000,
+            repeats: 15,
+        }
     }
 }
 
 /// Core throughput (crates/wmrl-synth/src/bench.rs); quote release-build figures only.
 fn bench_core(args: &CoreBenchArgs) -> anyhow::Result<serde_json::Value> {
-    let opts = wmrl_synth::bench::CoreBenchOptions { pairs: args.pairs, repeats: args.repeats };
+    let opts = wmrl_synth::bench::CoreBenchOptions {
+        pairs: args.pairs,
+        repeats: args.repeats,
+    };
     let mut value = serde_json::to_value(wmrl_synth::bench::bench_core(&opts)?)?;
-    value["profile"] = serde_json::Value::String(if cfg!(debug_assertions) { "debug" } else { "release" }.into());
+    value["profile"] = serde_json::Value::String(
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .into(),
+    );
     Ok(value)
 }

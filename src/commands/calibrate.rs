@@ -68,7 +68,8 @@ fn read_pairs(path: &Path) -> anyhow::Result<Pairs> {
                 let c = if first.parse::<f64>().is_ok() {
                     (0, 1, (record.len() > 2).then_some(2))
                 } else {
-                    let find = |name: &str| record.iter().position(|h| h.eq_ignore_ascii_case(name));
+                    let find =
+                        |name: &str| record.iter().position(|h| h.eq_ignore_ascii_case(name));
                     let (Some(s), Some(r)) = (find("score"), find("reward")) else {
                         return Err(at(format!(
                             "header must name columns `score` and `reward` (and optionally `weight`), got `{}`",
@@ -83,8 +84,12 @@ fn read_pairs(path: &Path) -> anyhow::Result<Pairs> {
             }
         };
         let field = |i: usize, name: &str| -> anyhow::Result<f64> {
-            let raw = record.get(i).ok_or_else(|| at(format!("missing column `{name}` (column {})", i + 1)))?;
-            let v: f64 = raw.parse().map_err(|_| at(format!("column `{name}`: expected a number, got `{raw}`")))?;
+            let raw = record
+                .get(i)
+                .ok_or_else(|| at(format!("missing column `{name}` (column {})", i + 1)))?;
+            let v: f64 = raw
+                .parse()
+                .map_err(|_| at(format!("column `{name}`: expected a number, got `{raw}`")))?;
             if !v.is_finite() {
                 return Err(at(format!("column `{name}`: {v} is not a finite number")));
             }
@@ -132,7 +137,10 @@ fn reliability_bins(p: &Pairs, bins: usize) -> Vec<(f64, f64)> {
         acc[b].1 += w * r;
         acc[b].2 += w;
     }
-    acc.into_iter().filter(|a| a.2 > 0.0).map(|(ws, wr, w)| (ws / w, wr / w)).collect()
+    acc.into_iter()
+        .filter(|a| a.2 > 0.0)
+        .map(|(ws, wr, w)| (ws / w, wr / w))
+        .collect()
 }
 
 pub fn run(global: &GlobalArgs, args: CalibrateArgs) -> anyhow::Result<()> {
@@ -143,18 +151,30 @@ pub fn run(global: &GlobalArgs, args: CalibrateArgs) -> anyhow::Result<()> {
     let fit = IsotonicFit::fit(&pairs.scores, &pairs.rewards, Some(&pairs.weights))
         .with_context(|| format!("cannot fit {}", args.pairs.display()))?;
     let total_weight: f64 = pairs.weights.iter().sum();
-    let rmse = (fit.weighted_sse(&pairs.scores, &pairs.rewards, Some(&pairs.weights)) / total_weight).sqrt();
-    let plot_path = args.plot.clone().unwrap_or_else(|| args.pairs.with_extension("reliability.png"));
+    let rmse = (fit.weighted_sse(&pairs.scores, &pairs.rewards, Some(&pairs.weights))
+        / total_weight)
+        .sqrt();
+    let plot_path = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| args.pairs.with_extension("reliability.png"));
 
     let blocks = fit.blocks();
     let (lo, hi) = (blocks[0].lo, blocks[blocks.len() - 1].hi);
-    let map: Vec<(f64, f64)> = blocks.iter().flat_map(|b| [(b.lo, b.value), (b.hi, b.value)]).collect();
+    let map: Vec<(f64, f64)> = blocks
+        .iter()
+        .flat_map(|b| [(b.lo, b.value), (b.hi, b.value)])
+        .collect();
     LinePlot {
-        title: format!("reliability of world-model scores ({} anchor pairs)", pairs.scores.len()),
+        title: format!(
+            "reliability of world-model scores ({} anchor pairs)",
+            pairs.scores.len()
+        ),
         x_label: "world-model score".into(),
         y_label: "real reward".into(),
         series: vec![
-            Series::line("binned mean reward", reliability_bins(&pairs, args.bins)).with_style(SeriesStyle::LineWithMarkers),
+            Series::line("binned mean reward", reliability_bins(&pairs, args.bins))
+                .with_style(SeriesStyle::LineWithMarkers),
             Series::line("isotonic map", map),
             Series::line("identity", vec![(lo, lo), (hi, hi)]).with_style(SeriesStyle::Reference),
         ],
@@ -163,8 +183,14 @@ pub fn run(global: &GlobalArgs, args: CalibrateArgs) -> anyhow::Result<()> {
     .write_png(&plot_path)?;
 
     if global.json {
-        let report =
-            Report { file: &args.pairs, pairs: pairs.scores.len(), total_weight, rmse, blocks, plot: &plot_path };
+        let report = Report {
+            file: &args.pairs,
+            pairs: pairs.scores.len(),
+            total_weight,
+            rmse,
+            blocks,
+            plot: &plot_path,
+        };
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -174,11 +200,19 @@ pub fn run(global: &GlobalArgs, args: CalibrateArgs) -> anyhow::Result<()> {
         pairs.scores.len(),
         blocks.len()
     );
-    println!("{:>12} {:>12} {:>12} {:>10} {:>8}", "score from", "score to", "f̂ (reward)", "weight", "pairs");
+    println!(
+        "{:>12} {:>12} {:>12} {:>10} {:>8}",
+        "score from", "score to", "f̂ (reward)", "weight", "pairs"
+    );
     for b in blocks {
-        println!("{:>12.5} {:>12.5} {:>12.5} {:>10.3} {:>8}", b.lo, b.hi, b.value, b.weight, b.count);
+        println!(
+            "{:>12.5} {:>12.5} {:>12.5} {:>10.3} {:>8}",
+            b.lo, b.hi, b.value, b.weight, b.count
+        );
     }
-    println!("f̂ is constant inside a block, linear between blocks and clamped outside [{lo}, {hi}].");
+    println!(
+        "f̂ is constant inside a block, linear between blocks and clamped outside [{lo}, {hi}]."
+    );
     println!("reliability plot: {}", plot_path.display());
     Ok(())
 }

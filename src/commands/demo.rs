@@ -20,7 +20,10 @@ pub struct DemoArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
-    let scenario = Scenario { seeds: 3, ..Scenario::preset("paper")? };
+    let scenario = Scenario {
+        seeds: 3,
+        ..Scenario::preset("paper")?
+    };
     if !global.json {
         println!(
             "WMRL demo: GRPO on a synthetic world whose world model is cheap (1/100 of a real execution), \

@@ -64,7 +64,10 @@ pub struct CheckArgs {
 
 pub fn check_suite(suite: &str) -> anyhow::Result<()> {
     if suite != sim::SUITE {
-        bail!("unknown suite `{suite}`: the simulator implements `{}`", sim::SUITE);
+        bail!(
+            "unknown suite `{suite}`: the simulator implements `{}`",
+            sim::SUITE
+        );
     }
     Ok(())
 }
@@ -92,19 +95,26 @@ fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
     options.env.camera.height = args.image_size;
     let bar = ProgressBar::new((options.tasks.len() * options.per_task) as u64);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} episodes (eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} episodes (eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
-    let summary = sim::collect_demos(&options, &args.out, &|done, _| bar.set_position(done as u64))
-        .with_context(|| format!("collecting demonstrations into {}", args.out.display()))?;
+    let summary = sim::collect_demos(&options, &args.out, &|done, _| {
+        bar.set_position(done as u64)
+    })
+    .with_context(|| format!("collecting demonstrations into {}", args.out.display()))?;
     bar.finish_and_clear();
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!("task  episodes  expert successes  instruction");
         for t in &summary.tasks {
-            println!("{:>4}  {:>8}  {:>16}  {}", t.task_index, t.episodes, t.successes, t.instruction);
+            println!(
+                "{:>4}  {:>8}  {:>16}  {}",
+                t.task_index, t.episodes, t.successes, t.instruction
+            );
         }
         println!(
             "{} control steps in {:.0} s; {} execution errors (not written); folder {}",
@@ -120,14 +130,22 @@ fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
 fn check(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<()> {
     let files = dataset::episode_files(&args.dir)?;
     if files.is_empty() {
-        return Err(wmrl_vla::Error::EmptyDataset { dir: args.dir.clone() }.into());
+        return Err(wmrl_vla::Error::EmptyDataset {
+            dir: args.dir.clone(),
+        }
+        .into());
     }
     let mut per_task = std::collections::BTreeMap::<usize, (String, usize, usize, usize)>::new();
     let mut bad = Vec::new();
     for path in &files {
         match format::read_episode(path) {
             Ok(e) => {
-                let entry = per_task.entry(e.meta.task_index).or_insert((e.meta.instruction.clone(), 0, 0, 0));
+                let entry = per_task.entry(e.meta.task_index).or_insert((
+                    e.meta.instruction.clone(),
+                    0,
+                    0,
+                    0,
+                ));
                 entry.1 += 1;
                 entry.2 += usize::from(e.meta.success);
                 entry.3 += e.steps();
@@ -155,7 +173,12 @@ fn check(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<()> {
         }
     }
     if !bad.is_empty() {
-        bail!("{} of {} demonstration files in {} are unreadable", bad.len(), files.len(), args.dir.display());
+        bail!(
+            "{} of {} demonstration files in {} are unreadable",
+            bad.len(),
+            files.len(),
+            args.dir.display()
+        );
     }
     Ok(())
 }

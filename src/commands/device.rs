@@ -20,7 +20,14 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("selected device : {device:?} (requested {})", global.device);
-        println!("CUDA backend    : {}", if cuda_backend { "loaded" } else { "not present (CPU-only libtorch or no driver)" });
+        println!(
+            "CUDA backend    : {}",
+            if cuda_backend {
+                "loaded"
+            } else {
+                "not present (CPU-only libtorch or no driver)"
+            }
+        );
         println!("CUDA devices    : {}", tch::Cuda::device_count());
         println!("torch threads   : {}", tch::get_num_threads());
     }

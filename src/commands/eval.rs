@@ -53,12 +53,23 @@ pub struct EvalArgs {
 pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     super::demos::check_suite(&args.suite)?;
     let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
-    let policy = wmrl_vla::checkpoint::load(&args.checkpoint, device)
-        .with_context(|| format!("loading the policy checkpoint {}", args.checkpoint.display()))?;
+    let policy = wmrl_vla::checkpoint::load(&args.checkpoint, device).with_context(|| {
+        format!(
+            "loading the policy checkpoint {}",
+            args.checkpoint.display()
+        )
+    })?;
     let adapter = sim::libero_adapter(&args.tasks, args.seed)?;
     let states = args.states.clamp(1, adapter.states);
-    let prompts: Vec<_> = adapter.all_prompts().into_iter().filter(|p| p.state_index < states).collect();
-    let out = args.out.clone().unwrap_or_else(|| args.checkpoint.join("eval"));
+    let prompts: Vec<_> = adapter
+        .all_prompts()
+        .into_iter()
+        .filter(|p| p.state_index < states)
+        .collect();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.checkpoint.join("eval"));
     let mut options = SimExecutorOptions {
         execute_steps: args.execute_steps,
         temperature: args.temperature,
@@ -69,14 +80,26 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     let mut executor = SimExecutor::new(args.envs, options);
     let bar = ProgressBar::new(prompts.len() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} episodes (eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} episodes (eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
-    let eval_options = EvalOptions { wave: args.envs, gifs: args.gifs, seed: args.seed, ..Default::default() };
-    let report = eval::evaluate(&mut executor, &policy, &prompts, &eval_options, Some(&out), &mut |done, _| {
-        bar.set_position(done as u64)
-    })?;
+    let eval_options = EvalOptions {
+        wave: args.envs,
+        gifs: args.gifs,
+        seed: args.seed,
+        ..Default::default()
+    };
+    let report = eval::evaluate(
+        &mut executor,
+        &policy,
+        &prompts,
+        &eval_options,
+        Some(&out),
+        &mut |done, _| bar.set_position(done as u64),
+    )?;
     bar.finish_and_clear();
     let json = serde_json::json!({
         "suite": args.suite,

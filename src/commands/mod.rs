@@ -3,12 +3,12 @@
 pub mod bench;
 pub mod calibrate;
 pub mod demo;
+pub mod demos;
 pub mod device;
+pub mod eval;
 pub mod research;
 pub mod scene;
 pub mod sft;
-pub mod demos;
-pub mod eval;
 pub mod sim;
 pub mod synth;
 

@@ -83,8 +83,20 @@ pub struct ExperimentArgs {
     #[arg(long, default_value = "0,1", value_delimiter = ',')]
     pub seeds: Vec<u64>,
     /// Training steps per run.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 10)]
     pub steps: u64,
+    /// GRPO groups per step.
+    #[arg(long, default_value_t = 5)]
+    pub groups: usize,
+    /// Solutions per group.
+    #[arg(long, default_value_t = 8)]
+    pub group_size: usize,
+    /// Evaluation samples per task.
+    #[arg(long, default_value_t = 4)]
+    pub eval_samples: usize,
+    /// Evaluate every this many steps.
+    #[arg(long, default_value_t = 2)]
+    pub eval_every: u64,
     /// Output folder (default: runs/research-experiment).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -164,8 +176,12 @@ pub struct RunArgs {
 
 pub fn run(global: &GlobalArgs, args: ResearchArgs) -> anyhow::Result<()> {
     match args.command {
-        ResearchCommand::Tasks(TasksArgs { command: TasksCommand::Build(a) }) => build(global, a),
-        ResearchCommand::Tasks(TasksArgs { command: TasksCommand::List(a) }) => list(global, a),
+        ResearchCommand::Tasks(TasksArgs {
+            command: TasksCommand::Build(a),
+        }) => build(global, a),
+        ResearchCommand::Tasks(TasksArgs {
+            command: TasksCommand::List(a),
+        }) => list(global, a),
         ResearchCommand::Run(a) => run_solution(global, a),
         ResearchCommand::Train(a) => train::train(global, a),
         ResearchCommand::Experiment(a) => train::experiment(global, a),
@@ -174,19 +190,34 @@ pub fn run(global: &GlobalArgs, args: ResearchArgs) -> anyhow::Result<()> {
 
 fn suite_dir(args: &SuiteArgs) -> anyhow::Result<(Suite, PathBuf)> {
     let suite = suite::find_suite(&args.suite)?;
-    let root = args.dir.clone().unwrap_or_else(|| suite::default_cache(Path::new(".")));
+    let root = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| suite::default_cache(Path::new(".")));
     Ok((suite, root.join(suite.name)))
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// Builds the sandbox and reports its isolation loudly when it is weak.
-pub(crate) async fn runner(args: &SandboxArgs, cache: Option<ExecutionCache>) -> anyhow::Result<SolutionRunner> {
+pub(crate) async fn runner(
+    args: &SandboxArgs,
+    cache: Option<ExecutionCache>,
+) -> anyhow::Result<SolutionRunner> {
     let python = wmrl_research::python::find_python(args.python.as_deref())?;
-    let limits = Limits { wall_time_s: args.wall_time, address_space: args.memory_mb << 20, ..Limits::default() };
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let limits = Limits {
+        wall_time_s: args.wall_time,
+        address_space: args.memory_mb << 20,
+        ..Limits::default()
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let sandbox = wmrl_research::python::sandbox(&python, limits, jobs).await?;
     if !sandbox.isolation().is_isolated() {
         eprintln!(
@@ -200,9 +231,17 @@ pub(crate) async fn runner(args: &SandboxArgs, cache: Option<ExecutionCache>) ->
 
 fn build(global: &GlobalArgs, args: BuildArgs) -> anyhow::Result<()> {
     let (suite, dir) = suite_dir(&args.suite)?;
-    let tasks: Vec<_> =
-        suite.tasks.iter().copied().filter(|t| args.only.is_empty() || args.only.iter().any(|o| o == t.id)).collect();
-    if let Some(unknown) = args.only.iter().find(|o| !suite.tasks.iter().any(|t| t.id == o.as_str())) {
+    let tasks: Vec<_> = suite
+        .tasks
+        .iter()
+        .copied()
+        .filter(|t| args.only.is_empty() || args.only.iter().any(|o| o == t.id))
+        .collect();
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|o| !suite.tasks.iter().any(|t| t.id == o.as_str()))
+    {
         anyhow::bail!("suite {} has no task `{unknown}`", suite.name);
     }
     let python = wmrl_research::python::find_python(args.sandbox.python.as_deref())?;
@@ -210,7 +249,10 @@ fn build(global: &GlobalArgs, args: BuildArgs) -> anyhow::Result<()> {
     suite::generate(&python, &dir, &tasks)?;
     let dirs: Vec<PathBuf> = tasks.iter().map(|t| dir.join(t.id)).collect();
     let bar = indicatif::ProgressBar::new((dirs.len() * suite::references().len()) as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} references {msg}").expect("template"));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} references {msg}")
+            .expect("template"),
+    );
     let rt = runtime()?;
     rt.block_on(async {
         let runner = runner(&args.sandbox, None).await?;
@@ -222,7 +264,13 @@ fn build(global: &GlobalArgs, args: BuildArgs) -> anyhow::Result<()> {
         anyhow::Ok(())
     })?;
     bar.finish_and_clear();
-    list(global, SuiteArgs { suite: suite.name.into(), dir: args.suite.dir })
+    list(
+        global,
+        SuiteArgs {
+            suite: suite.name.into(),
+            dir: args.suite.dir,
+        },
+    )
 }
 
 fn list(global: &GlobalArgs, args: SuiteArgs) -> anyhow::Result<()> {
@@ -245,10 +293,15 @@ fn list(global: &GlobalArgs, args: SuiteArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("{:<16} {:<9} {:>5}  {:>9} {:>9} {:>9}  folder", "task", "metric", "test", "worst", "median", "best");
+    println!(
+        "{:<16} {:<9} {:>5}  {:>9} {:>9} {:>9}  folder",
+        "task", "metric", "test", "worst", "median", "best"
+    );
     for r in &rows {
-        let scores: Vec<f64> =
-            r["leaderboard"].as_array().map(|a| a.iter().filter_map(|e| e["score"].as_f64()).collect()).unwrap_or_default();
+        let scores: Vec<f64> = r["leaderboard"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|e| e["score"].as_f64()).collect())
+            .unwrap_or_default();
         let fmt = |v: Option<&f64>| v.map_or("-".to_string(), |x| format!("{x:.4}"));
         println!(
             "{:<16} {:<9} {:>5}  {:>9} {:>9} {:>9}  {}",
@@ -262,7 +315,10 @@ fn list(global: &GlobalArgs, args: SuiteArgs) -> anyhow::Result<()> {
         );
     }
     if rows.is_empty() {
-        println!("(nothing built in {}; run `wmrl research tasks build`)", dir.display());
+        println!(
+            "(nothing built in {}; run `wmrl research tasks build`)",
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -285,12 +341,19 @@ fn run_solution(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     match &record.outcome {
         Outcome::Scored { score } => println!("score:      {score:.6} ({})", task.metric),
         Outcome::InvalidSubmission { reason } => println!("reason:     {reason}"),
-        Outcome::Crashed { termination, stderr_tail } => println!("ended:      {termination:?}\n{stderr_tail}"),
+        Outcome::Crashed {
+            termination,
+            stderr_tail,
+        } => println!("ended:      {termination:?}\n{stderr_tail}"),
         Outcome::ResourceLimit { limit } => println!("limit:      {limit:?}"),
         Outcome::TimedOut => println!("limit:      wall clock ({} s)", args.sandbox.wall_time),
     }
     if let Some(p) = record.percentile {
-        println!("percentile: {:.1} (leaderboard of {})", 100.0 * p, task.leaderboard.as_ref().map_or(0, |b| b.entries.len()));
+        println!(
+            "percentile: {:.1} (leaderboard of {})",
+            100.0 * p,
+            task.leaderboard.as_ref().map_or(0, |b| b.entries.len())
+        );
     }
     println!("wall time:  {:.2} s", record.wall_time_s);
     Ok(())

@@ -43,33 +43,56 @@ pub fn run(global: &GlobalArgs, args: SftArgs) -> anyhow::Result<()> {
     }
     let bar = ProgressBar::new(config.train.steps);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} steps ({per_sec}, eta {eta}) {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} steps ({per_sec}, eta {eta}) {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     let mut last_val = String::new();
-    let summary = sft::train(&config, &dataset, device, &args.out, &mut |event| match event {
-        Progress::Step(s) => {
-            bar.inc(1);
-            if s.step % 10 == 0 {
-                bar.set_message(format!("loss {:.3} acc {:.3} lr {:.1e}{last_val}", s.loss, s.accuracy, s.lr));
+    let summary = sft::train(
+        &config,
+        &dataset,
+        device,
+        &args.out,
+        &mut |event| match event {
+            Progress::Step(s) => {
+                bar.inc(1);
+                if s.step % 10 == 0 {
+                    bar.set_message(format!(
+                        "loss {:.3} acc {:.3} lr {:.1e}{last_val}",
+                        s.loss, s.accuracy, s.lr
+                    ));
+                }
             }
-        }
-        Progress::Validation { stats, .. } => {
-            last_val = format!(" | held-out loss {:.3} acc {:.3}", stats.loss, stats.accuracy);
-        }
-        Progress::Checkpoint(_) => {}
-    })
+            Progress::Validation { stats, .. } => {
+                last_val = format!(
+                    " | held-out loss {:.3} acc {:.3}",
+                    stats.loss, stats.accuracy
+                );
+            }
+            Progress::Checkpoint(_) => {}
+        },
+    )
     .with_context(|| format!("training into {}", args.out.display()))?;
     bar.finish_and_clear();
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!("checkpoint     : {}", summary.out_dir.display());
-        println!("steps          : {} ({:.0} s, {:.0} samples/s)", summary.steps, summary.seconds, summary.samples_per_s);
-        println!("train loss     : {:.4} -> {:.4}", summary.first_loss, summary.final_loss);
+        println!(
+            "steps          : {} ({:.0} s, {:.0} samples/s)",
+            summary.steps, summary.seconds, summary.samples_per_s
+        );
+        println!(
+            "train loss     : {:.4} -> {:.4}",
+            summary.first_loss, summary.final_loss
+        );
         if let Some(val) = &summary.val {
-            println!("held-out       : loss {:.4}, token accuracy {:.3}, action L1 {:.4}", val.loss, val.accuracy, val.action_l1);
+            println!(
+                "held-out       : loss {:.4}, token accuracy {:.3}, action L1 {:.4}",
+                val.loss, val.accuracy, val.action_l1
+            );
         }
         println!("metrics, plots : metrics.jsonl, loss.png, accuracy.png in the same folder");
     }

@@ -80,27 +80,45 @@ pub enum SimCommand {
 
 pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
     match args.command {
-        SimCommand::Render { task, state, size, out } => {
+        SimCommand::Render {
+            task,
+            state,
+            size,
+            out,
+        } => {
             let mut env = SimEnv::new(config(size));
             let obs = env.reset(task, state)?;
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let agent = out.join(format!("task{task}_state{state}_agentview.png"));
             let wrist = out.join(format!("task{task}_state{state}_wrist.png"));
-            obs.agent_view.save(&agent).with_context(|| format!("writing {}", agent.display()))?;
-            obs.wrist_view.save(&wrist).with_context(|| format!("writing {}", wrist.display()))?;
+            obs.agent_view
+                .save(&agent)
+                .with_context(|| format!("writing {}", agent.display()))?;
+            obs.wrist_view
+                .save(&wrist)
+                .with_context(|| format!("writing {}", wrist.display()))?;
             let info = serde_json::json!({
                 "task": task, "state": state, "instruction": env.task().instruction,
                 "agent_view": agent, "wrist_view": wrist, "proprio": obs.proprio.to_vec(),
             });
             print_value(global, &info)
         }
-        SimCommand::Video { task, state, size, every, out } => {
+        SimCommand::Video {
+            task,
+            state,
+            size,
+            every,
+            out,
+        } => {
             let mut env = SimEnv::new(config(size));
             let mut frames = Vec::new();
             let mut n = 0usize;
             let summary = run_expert(&mut env, task, state, |obs| {
                 if n.is_multiple_of(every.max(1)) {
-                    frames.push(wmrl_sim::render::side_by_side(&obs.agent_view, &obs.wrist_view));
+                    frames.push(wmrl_sim::render::side_by_side(
+                        &obs.agent_view,
+                        &obs.wrist_view,
+                    ));
                 }
                 n += 1;
             })?;
@@ -108,7 +126,8 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
                 std::fs::create_dir_all(dir)?;
             }
             wmrl_sim::render::save_gif(&frames, (50 * every.max(1)) as u32, &out)?;
-            let info = serde_json::json!({ "gif": out, "frames": frames.len(), "episode": summary });
+            let info =
+                serde_json::json!({ "gif": out, "frames": frames.len(), "episode": summary });
             print_value(global, &info)
         }
         SimCommand::Experts { tasks, states, out } => experts(global, tasks, states, out),
@@ -121,9 +140,16 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
                 bar.inc(1);
             }
             bar.finish_and_clear();
-            let set = InitStateSet { task: env.task().name.clone(), seed: env.config().init_seed, states: list };
+            let set = InitStateSet {
+                task: env.task().name.clone(),
+                seed: env.config().init_seed,
+                states: list,
+            };
             set.save(&out)?;
-            print_value(global, &serde_json::json!({ "task": task, "states": set.states.len(), "file": out }))
+            print_value(
+                global,
+                &serde_json::json!({ "task": task, "states": set.states.len(), "file": out }),
+            )
         }
     }
 }
@@ -154,9 +180,18 @@ fn print_value(global: &GlobalArgs, v: &serde_json::Value) -> anyhow::Result<()>
     Ok(())
 }
 
-fn experts(global: &GlobalArgs, tasks: Vec<usize>, states: usize, out: PathBuf) -> anyhow::Result<()> {
+fn experts(
+    global: &GlobalArgs,
+    tasks: Vec<usize>,
+    states: usize,
+    out: PathBuf,
+) -> anyhow::Result<()> {
     use rayon::prelude::*;
-    let tasks = if tasks.is_empty() { (0..NUM_TASKS).collect() } else { tasks };
+    let tasks = if tasks.is_empty() {
+        (0..NUM_TASKS).collect()
+    } else {
+        tasks
+    };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut sink = wmrl_report::MetricsSink::append(&out.join("metrics.jsonl"))?;
     let bar = progress((tasks.len() * states) as u64, "expert episodes");
@@ -189,7 +224,12 @@ fn experts(global: &GlobalArgs, tasks: Vec<usize>, states: usize, out: PathBuf) 
         for r in &rates {
             println!(
                 "{:>4}  {:>3}/{:<3}  {:>5.1}%  {:>6}  {:>9.0}",
-                r.task, r.successes, r.episodes, 100.0 * r.success_rate, r.execution_errors, r.mean_success_steps
+                r.task,
+                r.successes,
+                r.episodes,
+                100.0 * r.success_rate,
+                r.execution_errors,
+                r.mean_success_steps
             );
         }
     }

@@ -42,8 +42,11 @@ pub struct SynthArgs {
 
 /// Resolves the scenarios the arguments ask for.
 pub fn scenarios(args: &SynthArgs) -> anyhow::Result<Vec<Scenario>> {
-    let names: Vec<String> =
-        if args.scenarios.is_empty() { PRESETS.iter().map(|s| s.to_string()).collect() } else { args.scenarios.clone() };
+    let names: Vec<String> = if args.scenarios.is_empty() {
+        PRESETS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.scenarios.clone()
+    };
     names
         .iter()
         .map(|name| {
@@ -82,7 +85,10 @@ pub fn run_benchmark(
         let mut sink = report::metrics_sink(&outputs.metrics)?;
         let mut write_error = None;
         let result = wmrl_synth::benchmark(scenario, modes, target, |run| {
-            bar.set_message(format!("{} / {} / seed {}", scenario.name, run.mode, run.seed));
+            bar.set_message(format!(
+                "{} / {} / seed {}",
+                scenario.name, run.mode, run.seed
+            ));
             bar.inc(1);
             if let Err(e) = report::write_run(&mut sink, &scenario.name, run) {
                 write_error.get_or_insert(e);
@@ -100,7 +106,10 @@ pub fn run_benchmark(
 }
 
 /// Prints tables (or one JSON document without the curves) and the files written.
-pub fn print_results(global: &GlobalArgs, results: &[(BenchmarkResult, Outputs)]) -> anyhow::Result<()> {
+pub fn print_results(
+    global: &GlobalArgs,
+    results: &[(BenchmarkResult, Outputs)],
+) -> anyhow::Result<()> {
     if global.json {
         let docs: Vec<serde_json::Value> = results
             .iter()
@@ -121,7 +130,10 @@ pub fn print_results(global: &GlobalArgs, results: &[(BenchmarkResult, Outputs)]
                 Ok(v)
             })
             .collect::<anyhow::Result<_>>()?;
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "scenarios": docs }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "scenarios": docs }))?
+        );
         return Ok(());
     }
     for (result, outputs) in results {
@@ -136,7 +148,11 @@ pub fn print_results(global: &GlobalArgs, results: &[(BenchmarkResult, Outputs)]
 
 pub fn run(global: &GlobalArgs, args: SynthArgs) -> anyhow::Result<()> {
     let scenarios = scenarios(&args)?;
-    let modes = if args.modes.is_empty() { Mode::ALL.to_vec() } else { args.modes.clone() };
+    let modes = if args.modes.is_empty() {
+        Mode::ALL.to_vec()
+    } else {
+        args.modes.clone()
+    };
     let results = run_benchmark(&scenarios, &modes, args.target, &args.out)?;
     print_results(global, &results)
 }

@@ -34,14 +34,30 @@ pub struct Libtorch {
 #[derive(Debug)]
 pub enum Error {
     EnvVarNotADir(PathBuf),
-    MissingLibrary { dir: PathBuf, lib: &'static str },
-    WrongVersion { dir: PathBuf, found: String },
+    MissingLibrary {
+        dir: PathBuf,
+        lib: &'static str,
+    },
+    WrongVersion {
+        dir: PathBuf,
+        found: String,
+    },
     UnknownVersion(PathBuf),
     NoPython(String),
-    VenvFailed { venv: PathBuf, detail: String },
-    PipFailed { venv: PathBuf, requirements: PathBuf, status: String },
+    VenvFailed {
+        venv: PathBuf,
+        detail: String,
+    },
+    PipFailed {
+        venv: PathBuf,
+        requirements: PathBuf,
+        status: String,
+    },
     TorchNotInVenv(PathBuf),
-    Io { path: PathBuf, err: std::io::Error },
+    Io {
+        path: PathBuf,
+        err: std::io::Error,
+    },
 }
 
 impl fmt::Display for Error {
@@ -87,7 +103,11 @@ impl fmt::Display for Error {
                  module (`apt-get install python3-venv`), then run the command again.",
                 venv.display()
             ),
-            Error::PipFailed { venv, requirements, status } => write!(
+            Error::PipFailed {
+                venv,
+                requirements,
+                status,
+            } => write!(
                 f,
                 "pip could not install {} into {} ({status}).\n  Check the network or proxy \
                  to PyPI and the free disk space (torch with its CUDA packages needs about \
@@ -129,15 +149,25 @@ pub fn check_dir(dir: &Path, source: Source) -> Result<Libtorch, Error> {
     }
     for lib in ["libtorch_cpu.so", "libc10.so"] {
         if !dir.join("lib").join(lib).exists() {
-            return Err(Error::MissingLibrary { dir: dir.to_path_buf(), lib });
+            return Err(Error::MissingLibrary {
+                dir: dir.to_path_buf(),
+                lib,
+            });
         }
     }
     let version = read_version(dir).ok_or_else(|| Error::UnknownVersion(dir.to_path_buf()))?;
     let base = version.split('+').next().unwrap_or_default();
     if base != TORCH_VERSION {
-        return Err(Error::WrongVersion { dir: dir.to_path_buf(), found: version });
+        return Err(Error::WrongVersion {
+            dir: dir.to_path_buf(),
+            found: version,
+        });
     }
-    Ok(Libtorch { dir: dir.to_path_buf(), version, source })
+    Ok(Libtorch {
+        dir: dir.to_path_buf(),
+        version,
+        source,
+    })
 }
 
 /// A cheap content hash (FNV-1a) of the requirements, to notice when the venv is stale.
@@ -173,8 +203,10 @@ pub fn locate(repo: &Path) -> Result<Libtorch, Error> {
 /// Creates `.venv` and installs the requirements unless a stamp says they are there.
 fn ensure_venv(repo: &Path, venv: &Path) -> Result<(), Error> {
     let requirements = repo.join("xtask").join("python-requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements)
-        .map_err(|err| Error::Io { path: requirements.clone(), err })?;
+    let wanted = std::fs::read_to_string(&requirements).map_err(|err| Error::Io {
+        path: requirements.clone(),
+        err,
+    })?;
     let stamp_path = venv.join(".wmrl-requirements-stamp");
     let stamp = fingerprint(&wanted);
     if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s.trim() == stamp) {
@@ -185,7 +217,12 @@ fn ensure_venv(repo: &Path, venv: &Path) -> Result<(), Error> {
         let python3 = std::env::var_os("PYTHON").unwrap_or_else(|| OsString::from("python3"));
         match Command::new(&python3).arg("--version").output() {
             Ok(out) if out.status.success() => {}
-            Ok(out) => return Err(Error::NoPython(format!("`python3 --version` exited {}", out.status))),
+            Ok(out) => {
+                return Err(Error::NoPython(format!(
+                    "`python3 --version` exited {}",
+                    out.status
+                )));
+            }
             Err(err) => return Err(Error::NoPython(err.to_string())),
         }
         eprintln!("xtask: creating the project venv {} (once)", venv.display());
@@ -193,10 +230,16 @@ fn ensure_venv(repo: &Path, venv: &Path) -> Result<(), Error> {
             .args(["-m", "venv"])
             .arg(venv)
             .output()
-            .map_err(|err| Error::VenvFailed { venv: venv.to_path_buf(), detail: err.to_string() })?;
+            .map_err(|err| Error::VenvFailed {
+                venv: venv.to_path_buf(),
+                detail: err.to_string(),
+            })?;
         if !out.status.success() {
             let detail = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            return Err(Error::VenvFailed { venv: venv.to_path_buf(), detail });
+            return Err(Error::VenvFailed {
+                venv: venv.to_path_buf(),
+                detail,
+            });
         }
     }
     eprintln!(
@@ -220,7 +263,10 @@ fn ensure_venv(repo: &Path, venv: &Path) -> Result<(), Error> {
             status: status.to_string(),
         });
     }
-    std::fs::write(&stamp_path, format!("{stamp}\n")).map_err(|err| Error::Io { path: stamp_path, err })
+    std::fs::write(&stamp_path, format!("{stamp}\n")).map_err(|err| Error::Io {
+        path: stamp_path,
+        err,
+    })
 }
 
 impl Libtorch {
@@ -255,7 +301,10 @@ mod tests {
         assert!(matches!(&err, Error::WrongVersion { found, .. } if found == "2.10.0+cu128"));
         assert!(err.to_string().contains("binds PyTorch 2.11.0"));
         std::fs::write(dir.join("version.py"), "__version__ = '2.11.0+cu130'\n").unwrap();
-        assert_eq!(check_dir(&dir, Source::EnvVar).unwrap().version, "2.11.0+cu130");
+        assert_eq!(
+            check_dir(&dir, Source::EnvVar).unwrap().version,
+            "2.11.0+cu130"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

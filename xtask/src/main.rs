@@ -44,14 +44,29 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        "test" => ["test", "--workspace"].iter().map(|s| s.to_string()).chain(rest).collect(),
+        "test" => ["test", "--workspace"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(rest)
+            .collect(),
         "demo" => wmrl_run(&[], "demo", rest),
         "bench" => {
-            let rest = if rest.is_empty() { vec!["all".into(), "--json".into()] } else { rest };
+            let rest = if rest.is_empty() {
+                vec!["all".into(), "--json".into()]
+            } else {
+                rest
+            };
             wmrl_run(&["--release"], "bench", rest)
         }
         "wmrl" => {
-            let mut args = vec!["run".into(), "--release".into(), "--quiet".into(), "--bin".into(), "wmrl".into(), "--".into()];
+            let mut args = vec![
+                "run".into(),
+                "--release".into(),
+                "--quiet".into(),
+                "--bin".into(),
+                "wmrl".into(),
+                "--".into(),
+            ];
             args.extend(rest);
             args
         }
@@ -92,13 +107,20 @@ fn main() -> ExitCode {
 
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(&cargo_args).current_dir(&repo).env_remove("LIBTORCH_USE_PYTORCH");
+    cmd.args(&cargo_args)
+        .current_dir(&repo)
+        .env_remove("LIBTORCH_USE_PYTORCH");
     for (key, value) in env {
         cmd.env(key, value);
     }
     match cmd.status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => ExitCode::from(status.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(1)),
+        Ok(status) => ExitCode::from(
+            status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(1),
+        ),
         Err(err) => {
             eprintln!("xtask: cannot run cargo: {err}");
             ExitCode::FAILURE
@@ -110,7 +132,11 @@ fn main() -> ExitCode {
 fn wmrl_run(profile: &[&str], sub: &str, rest: Vec<String>) -> Vec<String> {
     let mut args: Vec<String> = vec!["run".into()];
     args.extend(profile.iter().map(|s| s.to_string()));
-    args.extend(["--quiet", "--bin", "wmrl", "--", sub].iter().map(|s| s.to_string()));
+    args.extend(
+        ["--quiet", "--bin", "wmrl", "--", sub]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     args.extend(rest);
     args
 }

@@ -54,7 +54,11 @@ pub struct AdvantageOptions {
 
 impl Default for AdvantageOptions {
     fn default() -> Self {
-        Self { scale_by_std: true, eps: 1e-6, zero_variance_tol: 1e-9 }
+        Self {
+            scale_by_std: true,
+            eps: 1e-6,
+            zero_variance_tol: 1e-9,
+        }
     }
 }
 
@@ -95,13 +99,21 @@ pub fn mean_and_variance(values: &[f64]) -> (f64, f64) {
 /// zeros). Rewards must be finite; validation happens upstream.
 pub fn group_advantages_into(rewards: &[f64], options: &AdvantageOptions, out: &mut [f64]) -> bool {
     debug_assert_eq!(rewards.len(), out.len());
-    let (lo, hi) = rewards.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    let (lo, hi) = rewards
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| {
+            (lo.min(r), hi.max(r))
+        });
     if rewards.is_empty() || hi - lo <= options.zero_variance_tol {
         out.fill(0.0);
         return true;
     }
     let (mean, var) = mean_and_variance(rewards);
-    let scale = if options.scale_by_std { 1.0 / (var.sqrt() + options.eps) } else { 1.0 };
+    let scale = if options.scale_by_std {
+        1.0 / (var.sqrt() + options.eps)
+    } else {
+        1.0
+    };
     for (a, &r) in out.iter_mut().zip(rewards) {
         *a = (r - mean) * scale;
     }
@@ -130,7 +142,10 @@ mod tests {
 
     #[test]
     fn unscaled_advantages_are_centred_rewards() {
-        let opts = AdvantageOptions { scale_by_std: false, ..Default::default() };
+        let opts = AdvantageOptions {
+            scale_by_std: false,
+            ..Default::default()
+        };
         let (a, _) = group_advantages(&[1.0, 2.0, 6.0], &opts);
         assert_eq!(a, vec![-2.0, -1.0, 3.0]);
     }

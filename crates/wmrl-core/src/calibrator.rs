@@ -63,7 +63,11 @@ pub struct CalibratorConfig {
 
 impl Default for CalibratorConfig {
     fn default() -> Self {
-        Self { min_pairs: 32, forgetting: Forgetting::default(), max_pairs: 200_000 }
+        Self {
+            min_pairs: 32,
+            forgetting: Forgetting::default(),
+            max_pairs: 200_000,
+        }
     }
 }
 
@@ -73,18 +77,32 @@ const MIN_DECAY: f64 = 1.0 / 65536.0;
 impl CalibratorConfig {
     /// Checks the ranges of the settings.
     pub fn validate(&self) -> Result<()> {
-        let bad = |field, value: String, expected| Err(Error::InvalidConfig { field, value, expected });
+        let bad = |field, value: String, expected| {
+            Err(Error::InvalidConfig {
+                field,
+                value,
+                expected,
+            })
+        };
         if self.min_pairs == 0 {
             return bad("calibrator.min_pairs", "0".into(), "at least 1");
         }
         if self.max_pairs < self.min_pairs {
-            return bad("calibrator.max_pairs", self.max_pairs.to_string(), "at least calibrator.min_pairs");
+            return bad(
+                "calibrator.max_pairs",
+                self.max_pairs.to_string(),
+                "at least calibrator.min_pairs",
+            );
         }
         match self.forgetting {
-            Forgetting::SlidingWindow { steps: 0 } => bad("calibrator.forgetting.steps", "0".into(), "at least 1"),
-            Forgetting::Exponential { half_life_steps: h } if !(h.is_finite() && h > 0.0) => {
-                bad("calibrator.forgetting.half_life_steps", h.to_string(), "a finite number > 0")
+            Forgetting::SlidingWindow { steps: 0 } => {
+                bad("calibrator.forgetting.steps", "0".into(), "at least 1")
             }
+            Forgetting::Exponential { half_life_steps: h } if !(h.is_finite() && h > 0.0) => bad(
+                "calibrator.forgetting.half_life_steps",
+                h.to_string(),
+                "a finite number > 0",
+            ),
             _ => Ok(()),
         }
     }
@@ -142,7 +160,10 @@ pub struct OnlineCalibrator {
 
 impl PartialEq for OnlineCalibrator {
     fn eq(&self, other: &Self) -> bool {
-        self.config == other.config && self.step == other.step && self.pairs == other.pairs && self.fit == other.fit
+        self.config == other.config
+            && self.step == other.step
+            && self.pairs == other.pairs
+            && self.fit == other.fit
     }
 }
 
@@ -152,22 +173,37 @@ impl TryFrom<CalibratorState> for OnlineCalibrator {
     fn try_from(s: CalibratorState) -> Result<Self> {
         s.config.validate()?;
         for (i, p) in s.pairs.iter().enumerate() {
-            validate_pair(i, p.score, p.reward, p.weight).map_err(|e| Error::InvalidState { message: e.to_string() })?;
+            validate_pair(i, p.score, p.reward, p.weight).map_err(|e| Error::InvalidState {
+                message: e.to_string(),
+            })?;
             if p.step > s.step {
-                return Err(Error::InvalidState { message: format!("pair {i} is from step {} after {}", p.step, s.step) });
+                return Err(Error::InvalidState {
+                    message: format!("pair {i} is from step {} after {}", p.step, s.step),
+                });
             }
         }
         let fit = match s.fit {
             Some(fit) => Some(IsotonicFit::from_blocks(fit.blocks().to_vec())?),
             None => None,
         };
-        Ok(Self { config: s.config, step: s.step, pairs: s.pairs, fit, warned: false })
+        Ok(Self {
+            config: s.config,
+            step: s.step,
+            pairs: s.pairs,
+            fit,
+            warned: false,
+        })
     }
 }
 
 impl From<OnlineCalibrator> for CalibratorState {
     fn from(c: OnlineCalibrator) -> Self {
-        Self { config: c.config, step: c.step, pairs: c.pairs, fit: c.fit }
+        Self {
+            config: c.config,
+            step: c.step,
+            pairs: c.pairs,
+            fit: c.fit,
+        }
     }
 }
 
@@ -175,7 +211,13 @@ impl OnlineCalibrator {
     /// An empty calibrator (identity until `min_pairs` pairs arrive).
     pub fn new(config: CalibratorConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Self { config, step: 0, pairs: VecDeque::new(), fit: None, warned: false })
+        Ok(Self {
+            config,
+            step: 0,
+            pairs: VecDeque::new(),
+            fit: None,
+            warned: false,
+        })
     }
 
     /// The settings.
@@ -196,7 +238,8 @@ impl OnlineCalibrator {
             validate_pair(i, p.score, p.reward, p.weight)?;
         }
         self.step = self.step.max(step);
-        self.pairs.extend(pairs.iter().map(|p| AnchorPair { step, ..*p }));
+        self.pairs
+            .extend(pairs.iter().map(|p| AnchorPair { step, ..*p }));
         let (config, now) = (self.config, self.step);
         self.pairs.retain(|p| config.decay(p.step, now).is_some());
         while self.pairs.len() > self.config.max_pairs {
@@ -227,12 +270,19 @@ impl OnlineCalibrator {
 
     /// The held pairs with positive effective weight, as (score, reward, weight).
     fn weighted_points(&self) -> Vec<(f64, f64, f64)> {
-        self.window().filter(|(_, w)| *w > 0.0).map(|(p, w)| (p.score, p.reward, w)).collect()
+        self.window()
+            .filter(|(_, w)| *w > 0.0)
+            .map(|(p, w)| (p.score, p.reward, w))
+            .collect()
     }
 
     /// The held pairs with their effective weight (base weight × forgetting).
     pub fn window(&self) -> impl Iterator<Item = (&AnchorPair, f64)> + '_ {
-        self.pairs.iter().filter_map(|p| self.config.decay(p.step, self.step).map(|d| (p, p.weight * d)))
+        self.pairs.iter().filter_map(|p| {
+            self.config
+                .decay(p.step, self.step)
+                .map(|d| (p, p.weight * d))
+        })
     }
 
     /// Number of pairs held.
@@ -274,16 +324,28 @@ mod tests {
     use super::*;
 
     fn pair(score: f64, reward: f64, group: u32) -> AnchorPair {
-        AnchorPair { score, reward, weight: 1.0, step: 0, group }
+        AnchorPair {
+            score,
+            reward,
+            weight: 1.0,
+            step: 0,
+            group,
+        }
     }
 
     #[test]
     fn identity_until_min_pairs_then_fitted() {
-        let mut c = OnlineCalibrator::new(CalibratorConfig { min_pairs: 4, ..Default::default() }).unwrap();
-        c.update(0, &[pair(0.2, 0.0, 0), pair(0.8, 1.0, 0)]).unwrap();
+        let mut c = OnlineCalibrator::new(CalibratorConfig {
+            min_pairs: 4,
+            ..Default::default()
+        })
+        .unwrap();
+        c.update(0, &[pair(0.2, 0.0, 0), pair(0.8, 1.0, 0)])
+            .unwrap();
         assert!(c.is_identity());
         assert_eq!(c.predict(0.3), 0.3);
-        c.update(1, &[pair(0.3, 0.0, 0), pair(0.9, 1.0, 0)]).unwrap();
+        c.update(1, &[pair(0.3, 0.0, 0), pair(0.9, 1.0, 0)])
+            .unwrap();
         assert!(!c.is_identity());
         assert_eq!(c.predict(0.25), 0.0);
         assert_eq!(c.predict(0.95), 1.0);
@@ -291,7 +353,11 @@ mod tests {
 
     #[test]
     fn sliding_window_forgets_old_steps() {
-        let config = CalibratorConfig { min_pairs: 1, forgetting: Forgetting::SlidingWindow { steps: 2 }, ..Default::default() };
+        let config = CalibratorConfig {
+            min_pairs: 1,
+            forgetting: Forgetting::SlidingWindow { steps: 2 },
+            ..Default::default()
+        };
         let mut c = OnlineCalibrator::new(config).unwrap();
         c.update(0, &[pair(0.5, 0.0, 0)]).unwrap();
         c.update(1, &[pair(0.5, 1.0, 0)]).unwrap();
@@ -305,7 +371,9 @@ mod tests {
     fn exponential_forgetting_weights_recent_pairs_more() {
         let config = CalibratorConfig {
             min_pairs: 1,
-            forgetting: Forgetting::Exponential { half_life_steps: 1.0 },
+            forgetting: Forgetting::Exponential {
+                half_life_steps: 1.0,
+            },
             ..Default::default()
         };
         let mut c = OnlineCalibrator::new(config).unwrap();
@@ -321,17 +389,35 @@ mod tests {
 
     #[test]
     fn rejects_non_finite_pairs_without_changing_state() {
-        let mut c = OnlineCalibrator::new(CalibratorConfig { min_pairs: 1, ..Default::default() }).unwrap();
+        let mut c = OnlineCalibrator::new(CalibratorConfig {
+            min_pairs: 1,
+            ..Default::default()
+        })
+        .unwrap();
         c.update(0, &[pair(0.5, 1.0, 0)]).unwrap();
         let before = c.clone();
-        assert!(c.update(1, &[pair(0.1, 0.0, 0), pair(f64::INFINITY, 0.0, 0)]).is_err());
+        assert!(
+            c.update(1, &[pair(0.1, 0.0, 0), pair(f64::INFINITY, 0.0, 0)])
+                .is_err()
+        );
         assert_eq!(c, before);
     }
 
     #[test]
     fn invalid_config_is_rejected() {
-        assert!(OnlineCalibrator::new(CalibratorConfig { min_pairs: 0, ..Default::default() }).is_err());
-        let cfg = CalibratorConfig { forgetting: Forgetting::Exponential { half_life_steps: 0.0 }, ..Default::default() };
+        assert!(
+            OnlineCalibrator::new(CalibratorConfig {
+                min_pairs: 0,
+                ..Default::default()
+            })
+            .is_err()
+        );
+        let cfg = CalibratorConfig {
+            forgetting: Forgetting::Exponential {
+                half_life_steps: 0.0,
+            },
+            ..Default::default()
+        };
         assert!(OnlineCalibrator::new(cfg).is_err());
     }
 }

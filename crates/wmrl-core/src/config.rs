@@ -54,13 +54,25 @@ impl CoreConfig {
     /// Checks every range; the error names the field.
     pub fn validate(&self) -> Result<()> {
         if self.groups == 0 {
-            return Err(Error::InvalidConfig { field: "groups", value: "0".into(), expected: "at least 1" });
+            return Err(Error::InvalidConfig {
+                field: "groups",
+                value: "0".into(),
+                expected: "at least 1",
+            });
         }
         if self.group_size == 0 {
-            return Err(Error::InvalidConfig { field: "group_size", value: "0".into(), expected: "at least 1" });
+            return Err(Error::InvalidConfig {
+                field: "group_size",
+                value: "0".into(),
+                expected: "at least 1",
+            });
         }
         if self.max_attempts == 0 {
-            return Err(Error::InvalidConfig { field: "max_attempts", value: "0".into(), expected: "at least 1" });
+            return Err(Error::InvalidConfig {
+                field: "max_attempts",
+                value: "0".into(),
+                expected: "at least 1",
+            });
         }
         crate::schedule::validate_ratio(self.anchor_ratio)?;
         self.advantage.validate()?;
@@ -75,13 +87,39 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_rejected_and_defaults_fill_in() {
-        let c: CoreConfig = serde_json::from_str(r#"{"mode": "ppi", "calibrator": {"min_pairs": 8}}"#).unwrap();
+        let c: CoreConfig =
+            serde_json::from_str(r#"{"mode": "ppi", "calibrator": {"min_pairs": 8}}"#).unwrap();
         assert_eq!(c.mode, Mode::Ppi);
         assert_eq!(c.calibrator.min_pairs, 8);
         assert_eq!(c.groups, 64);
         let err = serde_json::from_str::<CoreConfig>(r#"{"anchor_ratoi": 0.2}"#).unwrap_err();
         assert!(err.to_string().contains("anchor_ratoi"), "{err}");
-        let bad = CoreConfig { anchor_ratio: 2.0, ..Default::default() };
-        assert!(bad.validate().unwrap_err().to_string().contains("anchor_ratio"));
+        let bad = CoreConfig {
+            anchor_ratio: 2.0,
+            ..Default::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("anchor_ratio")
+        );
+    }
+
+    #[test]
+    fn the_readme_example_is_the_default() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("{ \"mode\"").unwrap();
+        let end = start + readme[start..].find("```").unwrap();
+        let c: CoreConfig = serde_json::from_str(&readme[start..end]).unwrap();
+        assert_eq!(c, CoreConfig::default());
+        let exp: crate::Forgetting =
+            serde_json::from_str(r#"{ "kind": "exponential", "half_life_steps": 8 }"#).unwrap();
+        assert_eq!(
+            exp,
+            crate::Forgetting::Exponential {
+                half_life_steps: 8.0
+            }
+        );
     }
 }

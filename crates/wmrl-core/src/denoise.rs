@@ -100,7 +100,11 @@ pub struct DenoiseConfig {
 
 impl Default for DenoiseConfig {
     fn default() -> Self {
-        Self { folds: 5, reward_variance_floor: 1e-4, max_noise_ratio: 1e4 }
+        Self {
+            folds: 5,
+            reward_variance_floor: 1e-4,
+            max_noise_ratio: 1e4,
+        }
     }
 }
 
@@ -108,7 +112,11 @@ impl DenoiseConfig {
     /// Checks the ranges of the settings.
     pub fn validate(&self) -> Result<()> {
         if self.folds < 2 {
-            return Err(Error::InvalidConfig { field: "denoise.folds", value: self.folds.to_string(), expected: "at least 2" });
+            return Err(Error::InvalidConfig {
+                field: "denoise.folds",
+                value: self.folds.to_string(),
+                expected: "at least 2",
+            });
         }
         if !(self.reward_variance_floor.is_finite() && self.reward_variance_floor > 0.0) {
             return Err(Error::InvalidConfig {
@@ -166,7 +174,11 @@ struct Moments {
 /// calibrator's own `min_pairs` rule; the identity when `debias` is false)
 /// and the statistics of the module docs. `None` until two anchor groups
 /// with at least two samples are held.
-pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> Result<Option<NoiseEstimate>> {
+pub fn cross_fit(
+    calibrator: &OnlineCalibrator,
+    folds: usize,
+    debias: bool,
+) -> Result<Option<NoiseEstimate>> {
     let _span = tracing::debug_span!("cross_fit", pairs = calibrator.len(), folds).entered();
     // (score, reward, weight, group) with groups numbered in (step, group) order.
     let window: Vec<(f64, f64, f64, (u64, u32))> = calibrator
@@ -178,7 +190,8 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
     for (i, v) in keys.values_mut().enumerate() {
         *v = i;
     }
-    let pairs: Vec<(f64, f64, f64, usize)> = window.iter().map(|p| (p.0, p.1, p.2, keys[&p.3])).collect();
+    let pairs: Vec<(f64, f64, f64, usize)> =
+        window.iter().map(|p| (p.0, p.1, p.2, keys[&p.3])).collect();
     let n_groups = keys.len();
     if n_groups < 2 {
         return Ok(None);
@@ -191,8 +204,17 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
     for fold in 0..k {
         let fit = if debias {
             train.clear();
-            train.extend(pairs.iter().filter(|p| p.3 % k != fold).map(|p| (p.0, p.1, p.2)));
-            if train.len() >= min_pairs { Some(IsotonicFit::fit_points(std::mem::take(&mut train))?) } else { None }
+            train.extend(
+                pairs
+                    .iter()
+                    .filter(|p| p.3 % k != fold)
+                    .map(|p| (p.0, p.1, p.2)),
+            );
+            if train.len() >= min_pairs {
+                Some(IsotonicFit::fit_points(std::mem::take(&mut train))?)
+            } else {
+                None
+            }
         } else {
             None
         };
@@ -219,7 +241,8 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
         }
     }
     // Second pass: within-group sums of squares and cross-products.
-    let (mut ss_e, mut ss_r, mut ss_f, mut sp_rf, mut df, mut ss_total) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut ss_e, mut ss_r, mut ss_f, mut sp_rf, mut df, mut ss_total) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     let mean_e_all = all.we / all.w;
     for (p, &f) in pairs.iter().zip(&predicted) {
         let g = &groups[p.3];
@@ -247,10 +270,18 @@ pub fn cross_fit(calibrator: &OnlineCalibrator, folds: usize, debias: bool) -> R
     }
     let df_total = all.w - all.w2 / all.w;
     let (v_r, v_y, c) = (ss_r / df, ss_f / df, sp_rf / df);
-    let correlation = if v_r > 0.0 && v_y > 0.0 { (c / (v_r * v_y).sqrt()).clamp(-1.0, 1.0) } else { 0.0 };
+    let correlation = if v_r > 0.0 && v_y > 0.0 {
+        (c / (v_r * v_y).sqrt()).clamp(-1.0, 1.0)
+    } else {
+        0.0
+    };
     Ok(Some(NoiseEstimate {
         residual_variance: ss_e / df,
-        total_residual_variance: if df_total > 0.0 { ss_total / df_total } else { 0.0 },
+        total_residual_variance: if df_total > 0.0 {
+            ss_total / df_total
+        } else {
+            0.0
+        },
         residual_mean: mean_e_all,
         reward_variance: v_r,
         calibrated_variance: v_y,
@@ -282,11 +313,19 @@ pub fn stream_weights(
 ) -> StreamWeights {
     let kappa = match estimate {
         None => 0.0,
-        Some(e) if e.reward_variance.is_nan() || e.reward_variance < config.reward_variance_floor => 0.0,
+        Some(e)
+            if e.reward_variance.is_nan() || e.reward_variance < config.reward_variance_floor =>
+        {
+            0.0
+        }
         Some(e) if e.covariance <= 0.0 || e.calibrated_variance <= 0.0 => config.max_noise_ratio,
         Some(e) => {
-            let k = e.residual_variance / e.reward_variance;
-            if k.is_finite() { k.clamp(0.0, config.max_noise_ratio) } else { config.max_noise_ratio }
+            let k = e.calibrated_variance * e.reward_variance / (e.covariance * e.covariance) - 1.0;
+            if k.is_finite() {
+                k.clamp(0.0, config.max_noise_ratio)
+            } else {
+                config.max_noise_ratio
+            }
         }
     };
     let (na, nw) = (anchor_samples as f64, world_model_samples as f64);
@@ -299,25 +338,42 @@ pub fn stream_weights(
             (a, 1.0 - a)
         }
     };
-    StreamWeights { anchor, world_model, noise_ratio: kappa }
+    StreamWeights {
+        anchor,
+        world_model,
+        noise_ratio: kappa,
+    }
 }
 
 /// Weights proportional to sample counts (mode `wmrl-no-denoise`).
 pub fn count_weights(anchor_samples: usize, world_model_samples: usize) -> StreamWeights {
-    let mut w = stream_weights(anchor_samples, world_model_samples, None, &DenoiseConfig::default());
+    let mut w = stream_weights(
+        anchor_samples,
+        world_model_samples,
+        None,
+        &DenoiseConfig::default(),
+    );
     w.noise_ratio = 0.0;
     w
 }
 
 /// The power-tuned PPI coefficient λ* ∈ [0, 1] (0 without an estimate or world-model stream).
-pub fn ppi_lambda(estimate: Option<&NoiseEstimate>, anchor_samples: usize, world_model_samples: usize) -> f64 {
+pub fn ppi_lambda(
+    estimate: Option<&NoiseEstimate>,
+    anchor_samples: usize,
+    world_model_samples: usize,
+) -> f64 {
     let Some(e) = estimate else { return 0.0 };
     if world_model_samples == 0 || e.calibrated_variance <= 0.0 {
         return 0.0;
     }
     let ratio = anchor_samples as f64 / world_model_samples as f64;
     let lambda = e.covariance / ((1.0 + ratio) * e.calibrated_variance);
-    if lambda.is_finite() { lambda.clamp(0.0, 1.0) } else { 0.0 }
+    if lambda.is_finite() {
+        lambda.clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]
@@ -335,7 +391,11 @@ mod tests {
             reward_variance: reward,
             calibrated_variance: v_y,
             covariance: reward,
-            correlation: if reward > 0.0 { reward / (reward * v_y).sqrt() } else { 0.0 },
+            correlation: if reward > 0.0 {
+                reward / (reward * v_y).sqrt()
+            } else {
+                0.0
+            },
             groups: 4,
             pairs: 32,
         }
@@ -345,25 +405,41 @@ mod tests {
     fn weights_at_the_edges() {
         let cfg = DenoiseConfig::default();
         let e = estimate(0.1, 0.1);
-        assert_eq!(stream_weights(0, 100, Some(&e), &cfg), StreamWeights { anchor: 0.0, world_model: 1.0, noise_ratio: 1.0 });
+        assert_eq!(
+            stream_weights(0, 100, Some(&e), &cfg),
+            StreamWeights {
+                anchor: 0.0,
+                world_model: 1.0,
+                noise_ratio: 1.0
+            }
+        );
         assert_eq!(stream_weights(10, 0, Some(&e), &cfg).anchor, 1.0);
         let w = stream_weights(0, 0, None, &cfg);
         assert_eq!(w.anchor + w.world_model, 1.0);
         // No estimate, or a zero residual: proportional to counts.
         assert!((stream_weights(10, 90, None, &cfg).anchor - 0.1).abs() < 1e-15);
-        assert!((stream_weights(10, 90, Some(&estimate(0.0, 0.2)), &cfg).anchor - 0.1).abs() < 1e-15);
+        assert!(
+            (stream_weights(10, 90, Some(&estimate(0.0, 0.2)), &cfg).anchor - 0.1).abs() < 1e-15
+        );
         // Independent noise as large as the signal: κ = σ²/v_r = 1, a world-model sample counts half.
         assert!((stream_weights(10, 90, Some(&e), &cfg).anchor - 10.0 / 55.0).abs() < 1e-12);
         // A calibrated but shrunk prediction: y = E[r|ŝ] with Var y = v_r − σ² and Cov(r, y) = Var y.
         // κ = σ²/(v_r − σ²) = 3 for σ² = 0.075, v_r = 0.1, not the additive 0.75.
-        let calibrated = NoiseEstimate { calibrated_variance: 0.025, covariance: 0.025, ..estimate(0.075, 0.1) };
+        let calibrated = NoiseEstimate {
+            calibrated_variance: 0.025,
+            covariance: 0.025,
+            ..estimate(0.075, 0.1)
+        };
         assert!((stream_weights(10, 90, Some(&calibrated), &cfg).noise_ratio - 3.0).abs() < 1e-9);
         // All-equal binary anchor groups: v_r = 0, ρ not measurable, weights ∝ counts.
         let w = stream_weights(10, 90, Some(&estimate(0.05, 0.0)), &cfg);
         assert_eq!(w.noise_ratio, 0.0);
         assert!((w.anchor - 0.1).abs() < 1e-15);
         // An uninformative world model (c = 0): κ capped, weights finite, world model nearly silenced.
-        let useless = NoiseEstimate { covariance: 0.0, ..estimate(0.1, 0.1) };
+        let useless = NoiseEstimate {
+            covariance: 0.0,
+            ..estimate(0.1, 0.1)
+        };
         let w = stream_weights(10, 90, Some(&useless), &cfg);
         assert_eq!(w.noise_ratio, cfg.max_noise_ratio);
         assert!(w.anchor.is_finite() && w.anchor > 0.99 && w.anchor + w.world_model == 1.0);
@@ -373,7 +449,10 @@ mod tests {
     fn cross_fit_is_out_of_sample() {
         // Pure-noise rewards: an in-sample isotonic fit would chase them; the
         // cross-fitted residual variance stays near the true noise variance 1/12.
-        let config = CalibratorConfig { min_pairs: 8, ..Default::default() };
+        let config = CalibratorConfig {
+            min_pairs: 8,
+            ..Default::default()
+        };
         let mut c = OnlineCalibrator::new(config).unwrap();
         let mut x = 0.123_f64;
         let mut next = || {
@@ -383,22 +462,47 @@ mod tests {
         let mut pairs = Vec::new();
         for g in 0..40 {
             for _ in 0..8 {
-                pairs.push(AnchorPair { score: next(), reward: next(), weight: 1.0, step: 0, group: g });
+                pairs.push(AnchorPair {
+                    score: next(),
+                    reward: next(),
+                    weight: 1.0,
+                    step: 0,
+                    group: g,
+                });
             }
         }
         c.update(0, &pairs).unwrap();
         let e = cross_fit(&c, 5, true).unwrap().unwrap();
         assert_eq!((e.groups, e.pairs), (40, 320));
         assert!(e.residual_variance > 1.0 / 12.0 * 0.9, "{e:?}");
-        let in_sample = pairs.iter().map(|p| (p.reward - c.predict(p.score)).powi(2)).sum::<f64>() / 320.0;
-        assert!(in_sample < e.residual_variance, "in-sample {in_sample} vs cross-fitted {}", e.residual_variance);
+        let in_sample = pairs
+            .iter()
+            .map(|p| (p.reward - c.predict(p.score)).powi(2))
+            .sum::<f64>()
+            / 320.0;
+        assert!(
+            in_sample < e.residual_variance,
+            "in-sample {in_sample} vs cross-fitted {}",
+            e.residual_variance
+        );
     }
 
     #[test]
     fn no_estimate_from_a_single_group() {
-        let mut c = OnlineCalibrator::new(CalibratorConfig { min_pairs: 1, ..Default::default() }).unwrap();
-        let pairs: Vec<_> =
-            (0..8).map(|i| AnchorPair { score: i as f64, reward: 0.0, weight: 1.0, step: 0, group: 0 }).collect();
+        let mut c = OnlineCalibrator::new(CalibratorConfig {
+            min_pairs: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        let pairs: Vec<_> = (0..8)
+            .map(|i| AnchorPair {
+                score: i as f64,
+                reward: 0.0,
+                weight: 1.0,
+                step: 0,
+                group: 0,
+            })
+            .collect();
         c.update(0, &pairs).unwrap();
         assert!(cross_fit(&c, 5, true).unwrap().is_none());
     }
@@ -409,7 +513,10 @@ mod tests {
         assert!((ppi_lambda(Some(&e), 10, 90) - 0.9).abs() < 1e-12);
         assert_eq!(ppi_lambda(Some(&e), 10, 0), 0.0);
         assert_eq!(ppi_lambda(None, 10, 90), 0.0);
-        let neg = NoiseEstimate { covariance: -0.1, ..e };
+        let neg = NoiseEstimate {
+            covariance: -0.1,
+            ..e
+        };
         assert_eq!(ppi_lambda(Some(&neg), 10, 90), 0.0);
     }
 }

@@ -42,6 +42,9 @@ pub struct StepDiagnostics {
     pub total_residual_variance: Option<f64>,
     /// v_r: pooled within-group variance of real rewards on the anchors in the window.
     pub reward_variance: Option<f64>,
+    /// ρ: out-of-fold within-group correlation of real and world-model
+    /// rewards on anchors; a world-model sample is worth ρ² of an anchor one.
+    pub reward_correlation: Option<f64>,
     /// Stream weights handed to the learner (in `ppi`: 1 and λ, not normalised).
     pub stream_weights: StreamWeights,
     /// λ* of the prediction-powered estimator (mode `ppi` only).

@@ -15,7 +15,8 @@ use crate::fuse::{Core, GroupInput};
 use crate::rng::{derive_seed, purpose};
 use crate::schedule::{AnchorPlan, TaskId};
 use crate::seams::{
-    Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution, Policy, WorldModel,
+    Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution,
+    Policy, WorldModel,
 };
 use crate::{Error, Result};
 
@@ -56,7 +57,16 @@ pub struct ExecutedAnchors<R> {
 
 /// The seed of episode (`group`, `sample`) of `step` at `attempt`.
 pub fn episode_seed(seed: u64, step: u64, group: usize, sample: usize, attempt: u32) -> u64 {
-    derive_seed(seed, &[purpose::EPISODES, step, group as u64, sample as u64, attempt as u64])
+    derive_seed(
+        seed,
+        &[
+            purpose::EPISODES,
+            step,
+            group as u64,
+            sample as u64,
+            attempt as u64,
+        ],
+    )
 }
 
 /// Executes `requests`, re-queueing episodes that fail to execute (with a
@@ -87,12 +97,22 @@ where
             .iter()
             .map(|&i| {
                 let r = requests[i];
-                EpisodeRequest { attempt, seed: episode_seed(seed, step, r.group, r.sample, attempt), ..r }
+                EpisodeRequest {
+                    attempt,
+                    seed: episode_seed(seed, step, r.group, r.sample, attempt),
+                    ..r
+                }
             })
             .collect();
-        let outcomes = executor.execute(policy, &batch).map_err(|e| Error::component(Component::Executor, e))?;
+        let outcomes = executor
+            .execute(policy, &batch)
+            .map_err(|e| Error::component(Component::Executor, e))?;
         if outcomes.len() != batch.len() {
-            return Err(Error::Contract { component: Component::Executor, expected: batch.len(), got: outcomes.len() });
+            return Err(Error::Contract {
+                component: Component::Executor,
+                expected: batch.len(),
+                got: outcomes.len(),
+            });
         }
         let mut still = Vec::new();
         for (&i, outcome) in pending.iter().zip(outcomes) {
@@ -122,7 +142,10 @@ where
             reason: std::mem::take(&mut reasons[i]),
         });
     }
-    let episodes = results.into_iter().map(|r| r.expect("every pending episode completed")).collect();
+    let episodes = results
+        .into_iter()
+        .map(|r| r.expect("every pending episode completed"))
+        .collect();
     Ok(ExecutedAnchors { episodes, failures })
 }
 
@@ -141,7 +164,11 @@ pub fn fuse_batch<Q, R>(
         .enumerate()
         .map(|(g, d)| GroupInput {
             task: tasks[g],
-            stream: if plan.is_anchor[g] { Stream::Anchor } else { Stream::WorldModel },
+            stream: if plan.is_anchor[g] {
+                Stream::Anchor
+            } else {
+                Stream::WorldModel
+            },
             rewards: d.rewards.as_deref(),
             scores: d.scores.as_deref(),
             inclusion_probability: plan.inclusion_probability[g],
@@ -150,7 +177,10 @@ pub fn fuse_batch<Q, R>(
     for (g, d) in groups.iter().enumerate() {
         let n = d.rewards.as_ref().or(d.scores.as_ref()).map_or(0, Vec::len);
         if d.rollouts.len() != n {
-            return Err(Error::InvalidGroup { group: g, message: format!("{} rollouts for {n} values", d.rollouts.len()) });
+            return Err(Error::InvalidGroup {
+                group: g,
+                message: format!("{} rollouts for {n} values", d.rollouts.len()),
+            });
         }
     }
     let out = core.process(&inputs)?;
@@ -159,9 +189,17 @@ pub fn fuse_batch<Q, R>(
     let samples = out
         .samples
         .into_iter()
-        .map(|signal| BatchSample { signal, rollout: rollouts.next().expect("one rollout per sample") })
+        .map(|signal| BatchSample {
+            signal,
+            rollout: rollouts.next().expect("one rollout per sample"),
+        })
         .collect();
-    Ok(Batch { step, prompts, samples, diagnostics: out.diagnostics })
+    Ok(Batch {
+        step,
+        prompts,
+        samples,
+        diagnostics: out.diagnostics,
+    })
 }
 
 /// One full training step through the seams (see the module docs).
@@ -183,9 +221,15 @@ where
     let _span = tracing::info_span!("train_step", step, mode = %config.mode).entered();
     let (groups, n) = (config.groups, config.group_size);
 
-    let prompts = adapter.prompts(step, groups).map_err(|e| Error::component(Component::Adapter, e))?;
+    let prompts = adapter
+        .prompts(step, groups)
+        .map_err(|e| Error::component(Component::Adapter, e))?;
     if prompts.len() != groups {
-        return Err(Error::Contract { component: Component::Adapter, expected: groups, got: prompts.len() });
+        return Err(Error::Contract {
+            component: Component::Adapter,
+            expected: groups,
+            got: prompts.len(),
+        });
     }
     let tasks: Vec<TaskId> = prompts.iter().map(|p| adapter.task(p)).collect();
     let plan = core.plan(&tasks)?;
@@ -208,8 +252,17 @@ where
 
     // Anchors: execute for real, then (mixed modes) score with the world model.
     let anchor_requests = requests(true);
-    let ExecutedAnchors { episodes: executed, failures: execution_failures } =
-        execute_anchors::<A, P, E>(executor, policy, &anchor_requests, config.seed, step, config.max_attempts)?;
+    let ExecutedAnchors {
+        episodes: executed,
+        failures: execution_failures,
+    } = execute_anchors::<A, P, E>(
+        executor,
+        policy,
+        &anchor_requests,
+        config.seed,
+        step,
+        config.max_attempts,
+    )?;
     let executions = executed.len();
     let mut scored = 0;
     let anchor_scores = if config.mode.mixes_streams() && !executed.is_empty() {
@@ -225,11 +278,19 @@ where
                 reward: *reward,
             })
             .collect();
-        let scores = world_model.score(&episodes).map_err(|e| Error::component(Component::WorldModel, e))?;
+        let scores = world_model
+            .score(&episodes)
+            .map_err(|e| Error::component(Component::WorldModel, e))?;
         if scores.len() != episodes.len() {
-            return Err(Error::Contract { component: Component::WorldModel, expected: episodes.len(), got: scores.len() });
+            return Err(Error::Contract {
+                component: Component::WorldModel,
+                expected: episodes.len(),
+                got: scores.len(),
+            });
         }
-        world_model.observe(&episodes).map_err(|e| Error::component(Component::WorldModel, e))?;
+        world_model
+            .observe(&episodes)
+            .map_err(|e| Error::component(Component::WorldModel, e))?;
         scored = scores.len();
         Some(scores)
     } else {
@@ -239,8 +300,15 @@ where
     let mut executed_iter = executed.into_iter();
     for g in (0..groups).filter(|&g| plan.is_anchor[g]) {
         let (rollouts, rewards): (Vec<_>, Vec<_>) = executed_iter.by_ref().take(n).unzip();
-        let scores = config.mode.mixes_streams().then(|| scores_iter.by_ref().take(n).collect());
-        data[g] = Some(GroupData { rollouts, rewards: Some(rewards), scores });
+        let scores = config
+            .mode
+            .mixes_streams()
+            .then(|| scores_iter.by_ref().take(n).collect());
+        data[g] = Some(GroupData {
+            rollouts,
+            rewards: Some(rewards),
+            scores,
+        });
     }
 
     // World-model groups: imagine.
@@ -248,26 +316,48 @@ where
     let mut imagined = 0;
     if !wm_requests.is_empty() {
         let _span = tracing::info_span!("imagine", episodes = wm_requests.len()).entered();
-        let out = world_model.imagine(policy, &wm_requests).map_err(|e| Error::component(Component::WorldModel, e))?;
+        let out = world_model
+            .imagine(policy, &wm_requests)
+            .map_err(|e| Error::component(Component::WorldModel, e))?;
         if out.len() != wm_requests.len() {
-            return Err(Error::Contract { component: Component::WorldModel, expected: wm_requests.len(), got: out.len() });
+            return Err(Error::Contract {
+                component: Component::WorldModel,
+                expected: wm_requests.len(),
+                got: out.len(),
+            });
         }
         imagined = out.len();
         let mut it = out.into_iter();
         for g in (0..groups).filter(|&g| !plan.is_anchor[g]) {
-            let (rollouts, scores): (Vec<_>, Vec<_>) = it.by_ref().take(n).map(|i| (i.rollout, i.score)).unzip();
-            data[g] = Some(GroupData { rollouts, rewards: None, scores: Some(scores) });
+            let (rollouts, scores): (Vec<_>, Vec<_>) =
+                it.by_ref().take(n).map(|i| (i.rollout, i.score)).unzip();
+            data[g] = Some(GroupData {
+                rollouts,
+                rewards: None,
+                scores: Some(scores),
+            });
         }
     }
     drop(anchor_requests);
     drop(wm_requests);
 
-    let data: Vec<GroupData<A::Rollout>> = data.into_iter().map(|d| d.expect("every group produced")).collect();
+    let data: Vec<GroupData<A::Rollout>> = data
+        .into_iter()
+        .map(|d| d.expect("every group produced"))
+        .collect();
     let batch = fuse_batch(core, prompts, &tasks, &plan, data)?;
     let diagnostics = batch.diagnostics.clone();
     {
         let _span = tracing::info_span!("learn").entered();
-        policy.learn(batch).map_err(|e| Error::component(Component::Policy, e))?;
+        policy
+            .learn(batch)
+            .map_err(|e| Error::component(Component::Policy, e))?;
     }
-    Ok(StepReport { diagnostics, executions, execution_failures, imagined, scored })
+    Ok(StepReport {
+        diagnostics,
+        executions,
+        execution_failures,
+        imagined,
+        scored,
+    })
 }

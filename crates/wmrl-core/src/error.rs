@@ -34,7 +34,9 @@ impl fmt::Display for Component {
 #[non_exhaustive]
 pub enum Error {
     /// A score or reward is NaN or infinite; it is never averaged in.
-    #[error("{stream} group {group}, sample {sample}: {field} is {value}, expected a finite number")]
+    #[error(
+        "{stream} group {group}, sample {sample}: {field} is {value}, expected a finite number"
+    )]
     NonFinite {
         /// The stream the group belongs to.
         stream: Stream,
@@ -125,8 +127,14 @@ pub enum Error {
 
 impl Error {
     /// Wraps a component's own error.
-    pub fn component<E: std::error::Error + Send + Sync + 'static>(component: Component, source: E) -> Self {
-        Error::Component { component, source: Box::new(source) }
+    pub fn component<E: std::error::Error + Send + Sync + 'static>(
+        component: Component,
+        source: E,
+    ) -> Self {
+        Error::Component {
+            component,
+            source: Box::new(source),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::advantage::{Stream, group_advantages_into};
 use crate::calibrator::{AnchorPair, OnlineCalibrator};
 use crate::config::CoreConfig;
-use crate::denoise::{NoiseEstimate, StreamWeights, count_weights, cross_fit, ppi_lambda, stream_weights};
+use crate::denoise::{StreamWeights, count_weights, cross_fit, ppi_lambda, stream_weights};
 use crate::diagnostics::StepDiagnostics;
 use crate::isotonic::IsotonicFit;
 use crate::mode::Mode;
@@ -102,10 +102,16 @@ impl TryFrom<CoreState> for Core {
     type Error = Error;
 
     fn try_from(s: CoreState) -> Result<Self> {
-        let core = Core { config: s.config, calibrator: s.calibrator, step: s.step };
+        let core = Core {
+            config: s.config,
+            calibrator: s.calibrator,
+            step: s.step,
+        };
         core.validate()?;
         if core.calibrator.step() > core.step {
-            return Err(Error::InvalidState { message: "the calibrator is ahead of the core's step".into() });
+            return Err(Error::InvalidState {
+                message: "the calibrator is ahead of the core's step".into(),
+            });
         }
         Ok(core)
     }
@@ -113,7 +119,11 @@ impl TryFrom<CoreState> for Core {
 
 impl From<Core> for CoreState {
     fn from(c: Core) -> Self {
-        Self { config: c.config, calibrator: c.calibrator, step: c.step }
+        Self {
+            config: c.config,
+            calibrator: c.calibrator,
+            step: c.step,
+        }
     }
 }
 
@@ -126,14 +136,20 @@ impl Core {
     /// A fresh core.
     pub fn new(config: CoreConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Self { calibrator: OnlineCalibrator::new(config.calibrator)?, config, step: 0 })
+        Ok(Self {
+            calibrator: OnlineCalibrator::new(config.calibrator)?,
+            config,
+            step: 0,
+        })
     }
 
     /// Checks the configuration and that the calibrator's settings are the core's.
     pub fn validate(&self) -> Result<()> {
         self.config.validate()?;
         if self.calibrator.config() != &self.config.calibrator {
-            return Err(Error::InvalidState { message: "calibrator settings differ from the core's".into() });
+            return Err(Error::InvalidState {
+                message: "calibrator settings differ from the core's".into(),
+            });
         }
         Ok(())
     }
@@ -169,13 +185,27 @@ impl Core {
             let needs_scores = mode.uses_world_model();
             let needs_rewards = input.stream == Stream::Anchor;
             match (mode, input.stream) {
-                (Mode::Real, Stream::WorldModel) => return bad("mode real executes every group; got a world-model group".into()),
-                (Mode::WmOnly, Stream::Anchor) => return bad("mode wm-only has no anchors; got an anchor group".into()),
+                (Mode::Real, Stream::WorldModel) => {
+                    return bad("mode real executes every group; got a world-model group".into());
+                }
+                (Mode::WmOnly, Stream::Anchor) => {
+                    return bad("mode wm-only has no anchors; got an anchor group".into());
+                }
                 _ => {}
             }
-            let n = match (needs_rewards.then_some(input.rewards), needs_scores.then_some(input.scores)) {
-                (Some(None), _) => return bad(format!("{} group without real rewards", input.stream)),
-                (_, Some(None)) => return bad(format!("{} group without world-model scores (mode {mode})", input.stream)),
+            let n = match (
+                needs_rewards.then_some(input.rewards),
+                needs_scores.then_some(input.scores),
+            ) {
+                (Some(None), _) => {
+                    return bad(format!("{} group without real rewards", input.stream));
+                }
+                (_, Some(None)) => {
+                    return bad(format!(
+                        "{} group without world-model scores (mode {mode})",
+                        input.stream
+                    ));
+                }
                 (Some(Some(r)), Some(Some(s))) if r.len() != s.len() => {
                     return bad(format!("{} rewards but {} scores", r.len(), s.len()));
                 }
@@ -192,12 +222,29 @@ impl Core {
                 Stream::WorldModel => (0.0..1.0).contains(&pi),
             };
             if !pi_ok {
-                return bad(format!("inclusion probability {pi} impossible for a {} group", input.stream));
+                return bad(format!(
+                    "inclusion probability {pi} impossible for a {} group",
+                    input.stream
+                ));
             }
-            let fields = [("reward", input.rewards.filter(|_| needs_rewards)), ("score", input.scores.filter(|_| needs_scores))];
+            let fields = [
+                ("reward", input.rewards.filter(|_| needs_rewards)),
+                ("score", input.scores.filter(|_| needs_scores)),
+            ];
             for (field, values) in fields {
-                if let Some((sample, &value)) = values.into_iter().flatten().enumerate().find(|(_, v)| !v.is_finite()) {
-                    return Err(Error::NonFinite { stream: input.stream, group: g, sample, field, value });
+                if let Some((sample, &value)) = values
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .find(|(_, v)| !v.is_finite())
+                {
+                    return Err(Error::NonFinite {
+                        stream: input.stream,
+                        group: g,
+                        sample,
+                        field,
+                        value,
+                    });
                 }
             }
         }
@@ -207,61 +254,70 @@ impl Core {
     /// Runs one step on `groups` (see the module docs) and advances the step counter.
     /// On error nothing changes.
     pub fn process(&mut self, groups: &[GroupInput<'_>]) -> Result<StepOutput> {
-        let _span = tracing::info_span!("core_step", step = self.step, mode = %self.config.mode).entered();
+        let _span =
+            tracing::info_span!("core_step", step = self.step, mode = %self.config.mode).entered();
         self.validate_groups(groups)?;
         let mode = self.config.mode;
-        let step = self.step;
-        let is_anchor = |g: &GroupInput<'_>| g.stream == Stream::Anchor;
 
-        // Calibrator before this step's anchors: the out-of-sample map (and the one `ppi` applies).
+        // Calibrate on this step's anchors. The map fitted on earlier steps
+        // only is kept: it is the out-of-sample one, and the one `ppi` applies.
         let prior_fit: Option<IsotonicFit> = self.calibrator.fit().cloned();
         let prior = |s: f64| prior_fit.as_ref().map_or(s, |f| f.predict(s));
-
         let mut calibrator = self.calibrator.clone();
-        let mut estimate: Option<NoiseEstimate> = None;
-        if mode.mixes_streams() {
-            let inv: Vec<f64> = groups.iter().filter(|g| is_anchor(g)).map(|g| 1.0 / g.inclusion_probability).collect();
-            let mean_inv = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
-            let mut pairs = Vec::new();
-            for (g, input) in groups.iter().enumerate().filter(|(_, g)| is_anchor(g)) {
-                let (r, s) = (input.rewards.unwrap_or_default(), input.scores.unwrap_or_default());
-                let weight = (1.0 / input.inclusion_probability) / mean_inv;
-                for (&reward, &score) in r.iter().zip(s) {
-                    pairs.push(AnchorPair { score, reward, weight, step, group: g as u32 });
-                }
-            }
-            calibrator.update(step, &pairs)?;
-            estimate = cross_fit(&calibrator, self.config.denoise.folds, mode.debiases())?;
-        }
-        let applied_identity = if mode == Mode::Ppi { prior_fit.is_none() } else { calibrator.is_identity() };
-
-        // Rewards each sample's advantage is computed from.
+        let estimate = if mode.mixes_streams() {
+            calibrator.update(self.step, &anchor_pairs(groups, self.step))?;
+            cross_fit(&calibrator, self.config.denoise.folds, mode.debiases())?
+        } else {
+            None
+        };
         let wm_reward = |s: f64| match mode {
             Mode::Ppi => prior(s),
             m if m.debiases() => calibrator.predict(s),
             _ => s,
         };
-        let (n_a, n_w) = groups.iter().fold((0, 0), |(a, w), g| {
-            let n = g.rewards.or(g.scores).map_or(0, <[f64]>::len);
-            if is_anchor(g) { (a + n, w) } else { (a, w + n) }
-        });
+
+        // Stream weights.
+        let count = |anchor: bool| {
+            groups
+                .iter()
+                .filter(|g| is_anchor(g) == anchor)
+                .map(group_len)
+                .sum::<usize>()
+        };
+        let (n_a, n_w) = (count(true), count(false));
         let lambda = (mode == Mode::Ppi).then(|| ppi_lambda(estimate.as_ref(), n_a, n_w));
         let weights = match mode {
-            Mode::Real => StreamWeights { anchor: 1.0, world_model: 0.0, noise_ratio: 0.0 },
-            Mode::WmOnly => StreamWeights { anchor: 0.0, world_model: 1.0, noise_ratio: 0.0 },
-            Mode::Wmrl | Mode::WmrlNoDebias => stream_weights(n_a, n_w, estimate.as_ref(), &self.config.denoise),
+            Mode::Real => StreamWeights {
+                anchor: 1.0,
+                world_model: 0.0,
+                noise_ratio: 0.0,
+            },
+            Mode::WmOnly => StreamWeights {
+                anchor: 0.0,
+                world_model: 1.0,
+                noise_ratio: 0.0,
+            },
+            Mode::Wmrl | Mode::WmrlNoDebias => {
+                stream_weights(n_a, n_w, estimate.as_ref(), &self.config.denoise)
+            }
             Mode::WmrlNoDenoise => count_weights(n_a, n_w),
-            Mode::Ppi => StreamWeights { anchor: 1.0, world_model: lambda.unwrap_or(0.0), noise_ratio: 0.0 },
+            Mode::Ppi => StreamWeights {
+                anchor: 1.0,
+                world_model: lambda.unwrap_or(0.0),
+                noise_ratio: 0.0,
+            },
         };
+        // Hájek normalisers: Σ n_g / q_g per stream.
+        let norm = |anchor: bool| {
+            groups
+                .iter()
+                .filter(|g| is_anchor(g) == anchor)
+                .map(|g| group_len(g) as f64 / stream_probability(g))
+                .sum::<f64>()
+        };
+        let (norm_a, norm_w) = (norm(true), norm(false));
 
-        // Hájek normalisers per stream.
-        let q = |g: &GroupInput<'_>| if is_anchor(g) { g.inclusion_probability } else { 1.0 - g.inclusion_probability };
-        let (mut inv_a, mut inv_w) = (0.0, 0.0);
-        for g in groups {
-            let n = g.rewards.or(g.scores).map_or(0, <[f64]>::len) as f64;
-            if is_anchor(g) { inv_a += n / q(g) } else { inv_w += n / q(g) }
-        }
-
+        // Rewards, advantages and loss weights, group by group.
         let mut samples = Vec::with_capacity(n_a + n_w);
         let mut zero_groups = 0;
         let (mut rewards, mut adv, mut adv_f) = (Vec::new(), Vec::new(), Vec::new());
@@ -269,62 +325,158 @@ impl Core {
             rewards.clear();
             match g.stream {
                 Stream::Anchor => rewards.extend_from_slice(g.rewards.unwrap_or_default()),
-                Stream::WorldModel => rewards.extend(g.scores.unwrap_or_default().iter().map(|&s| wm_reward(s))),
+                Stream::WorldModel => {
+                    rewards.extend(g.scores.unwrap_or_default().iter().map(|&s| wm_reward(s)))
+                }
             }
             adv.resize(rewards.len(), 0.0);
-            let zero = group_advantages_into(&rewards, &self.config.advantage, &mut adv);
+            zero_groups +=
+                group_advantages_into(&rewards, &self.config.advantage, &mut adv) as usize;
             if let (Some(l), Stream::Anchor) = (lambda, g.stream) {
-                let f: Vec<f64> = g.scores.unwrap_or_default().iter().map(|&s| prior(s)).collect();
+                // PPI's correction term −λ·A(f̂(ŝ)) on the anchors.
+                let f: Vec<f64> = g
+                    .scores
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&s| prior(s))
+                    .collect();
                 adv_f.resize(f.len(), 0.0);
                 group_advantages_into(&f, &self.config.advantage, &mut adv_f);
                 for (a, af) in adv.iter_mut().zip(&adv_f) {
                     *a -= l * af;
                 }
             }
-            zero_groups += zero as usize;
-            let (w, norm) = if is_anchor(g) { (weights.anchor, inv_a) } else { (weights.world_model, inv_w) };
-            let loss_weight = w / q(g) / norm;
+            let (w, norm) = if is_anchor(g) {
+                (weights.anchor, norm_a)
+            } else {
+                (weights.world_model, norm_w)
+            };
+            let loss_weight = w / stream_probability(g) / norm;
             for (i, (&reward, &advantage)) in rewards.iter().zip(&adv).enumerate() {
-                samples.push(SampleOut { group: gi, sample: i, stream: g.stream, reward, advantage, loss_weight });
+                samples.push(SampleOut {
+                    group: gi,
+                    sample: i,
+                    stream: g.stream,
+                    reward,
+                    advantage,
+                    loss_weight,
+                });
             }
         }
 
-        let anchor_pairs = || {
+        // Diagnostics.
+        let anchor_scored = || {
             groups
                 .iter()
                 .filter(|g| is_anchor(g) && g.scores.is_some())
-                .flat_map(|g| g.scores.unwrap_or_default().iter().zip(g.rewards.unwrap_or_default()))
+                .flat_map(|g| {
+                    g.scores
+                        .unwrap_or_default()
+                        .iter()
+                        .zip(g.rewards.unwrap_or_default())
+                })
         };
-        let wm_samples = || samples.iter().filter(|s| s.stream == Stream::WorldModel);
-        let wm_scores = || groups.iter().filter(|g| !is_anchor(g)).flat_map(|g| g.scores.unwrap_or_default().iter().copied());
+        let mixed = mode.mixes_streams();
         let anchor_groups = groups.iter().filter(|g| is_anchor(g)).count();
         let diagnostics = StepDiagnostics {
-            step,
+            step: self.step,
             mode,
             groups: groups.len(),
             anchor_groups,
             world_model_groups: groups.len() - anchor_groups,
             anchor_samples: n_a,
             world_model_samples: n_w,
-            anchor_reward_mean: mean(groups.iter().filter(|g| is_anchor(g)).flat_map(|g| g.rewards.unwrap_or_default().iter().copied())),
-            world_model_score_mean: mean(wm_scores()),
-            world_model_reward_mean: mean(wm_samples().map(|s| s.reward)),
-            raw_bias: mean(anchor_pairs().map(|(s, r)| s - r)).filter(|_| mode.mixes_streams()),
-            calibrated_bias: mean(anchor_pairs().map(|(s, r)| prior(*s) - r)).filter(|_| mode.mixes_streams()),
+            anchor_reward_mean: mean(
+                groups
+                    .iter()
+                    .filter(|g| is_anchor(g))
+                    .flat_map(|g| g.rewards.unwrap_or_default().iter().copied()),
+            ),
+            world_model_score_mean: mean(
+                groups
+                    .iter()
+                    .filter(|g| !is_anchor(g))
+                    .flat_map(|g| g.scores.unwrap_or_default().iter().copied()),
+            ),
+            world_model_reward_mean: mean(
+                samples
+                    .iter()
+                    .filter(|s| s.stream == Stream::WorldModel)
+                    .map(|s| s.reward),
+            ),
+            raw_bias: mean(anchor_scored().map(|(s, r)| s - r)).filter(|_| mixed),
+            calibrated_bias: mean(anchor_scored().map(|(s, r)| prior(*s) - r)).filter(|_| mixed),
             residual_variance: estimate.map(|e| e.residual_variance),
             total_residual_variance: estimate.map(|e| e.total_residual_variance),
             reward_variance: estimate.map(|e| e.reward_variance),
+            reward_correlation: estimate.map(|e| e.correlation),
             stream_weights: weights,
             ppi_lambda: lambda,
             calibrator_pairs: calibrator.len(),
             calibrator_blocks: calibrator.blocks(),
-            calibrator_identity: applied_identity,
+            calibrator_identity: if mode == Mode::Ppi {
+                prior_fit.is_none()
+            } else {
+                calibrator.is_identity()
+            },
             zero_variance_groups: zero_groups,
-            zero_variance_share: if groups.is_empty() { 0.0 } else { zero_groups as f64 / groups.len() as f64 },
+            zero_variance_share: if groups.is_empty() {
+                0.0
+            } else {
+                zero_groups as f64 / groups.len() as f64
+            },
         };
         tracing::debug!(?diagnostics, "core step");
         self.calibrator = calibrator;
         self.step += 1;
-        Ok(StepOutput { samples, diagnostics })
+        Ok(StepOutput {
+            samples,
+            diagnostics,
+        })
     }
+}
+
+fn is_anchor(g: &GroupInput<'_>) -> bool {
+    g.stream == Stream::Anchor
+}
+
+fn group_len(g: &GroupInput<'_>) -> usize {
+    g.rewards.or(g.scores).map_or(0, <[f64]>::len)
+}
+
+/// Probability that the group landed in its stream: πᵍ for anchors, 1 − πᵍ otherwise.
+fn stream_probability(g: &GroupInput<'_>) -> f64 {
+    if is_anchor(g) {
+        g.inclusion_probability
+    } else {
+        1.0 - g.inclusion_probability
+    }
+}
+
+/// The anchor pairs (ŝ, r) of a step, weighted by 1/πᵍ normalised to mean 1.
+fn anchor_pairs(groups: &[GroupInput<'_>], step: u64) -> Vec<AnchorPair> {
+    let inv: Vec<f64> = groups
+        .iter()
+        .filter(|g| is_anchor(g))
+        .map(|g| 1.0 / g.inclusion_probability)
+        .collect();
+    let mean_inv = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
+    let mut pairs = Vec::new();
+    for (g, input) in groups.iter().enumerate().filter(|(_, g)| is_anchor(g)) {
+        let weight = (1.0 / input.inclusion_probability) / mean_inv;
+        let (r, s) = (
+            input.rewards.unwrap_or_default(),
+            input.scores.unwrap_or_default(),
+        );
+        for (&reward, &score) in r.iter().zip(s) {
+            pairs.push(AnchorPair {
+                score,
+                reward,
+                weight,
+                step,
+                group: g as u32,
+            });
+        }
+    }
+    pairs
 }

@@ -62,13 +62,28 @@ impl Acc {
 /// Checks one pair; `index` is for the error message.
 pub fn validate_pair(index: usize, score: f64, reward: f64, weight: f64) -> Result<()> {
     if !score.is_finite() {
-        return Err(Error::InvalidPair { index, field: "score", value: score, expected: "a finite number" });
+        return Err(Error::InvalidPair {
+            index,
+            field: "score",
+            value: score,
+            expected: "a finite number",
+        });
     }
     if !reward.is_finite() {
-        return Err(Error::InvalidPair { index, field: "reward", value: reward, expected: "a finite number" });
+        return Err(Error::InvalidPair {
+            index,
+            field: "reward",
+            value: reward,
+            expected: "a finite number",
+        });
     }
     if !(weight.is_finite() && weight >= 0.0) {
-        return Err(Error::InvalidPair { index, field: "weight", value: weight, expected: "a finite number ≥ 0" });
+        return Err(Error::InvalidPair {
+            index,
+            field: "weight",
+            value: weight,
+            expected: "a finite number ≥ 0",
+        });
     }
     Ok(())
 }
@@ -78,7 +93,11 @@ impl IsotonicFit {
     /// zero weight are ignored; NaN, infinite or negative values are errors
     /// naming the pair.
     pub fn fit(scores: &[f64], rewards: &[f64], weights: Option<&[f64]>) -> Result<Self> {
-        assert_eq!(scores.len(), rewards.len(), "scores and rewards differ in length");
+        assert_eq!(
+            scores.len(),
+            rewards.len(),
+            "scores and rewards differ in length"
+        );
         if let Some(w) = weights {
             assert_eq!(w.len(), scores.len(), "weights and scores differ in length");
         }
@@ -96,15 +115,27 @@ impl IsotonicFit {
     /// Fits already validated `(score, reward, weight)` triples (weights > 0).
     pub(crate) fn fit_points(mut points: Vec<(f64, f64, f64)>) -> Result<Self> {
         if points.is_empty() {
-            return Err(Error::NoPairs { what: "anchor pairs" });
+            return Err(Error::NoPairs {
+                what: "anchor pairs",
+            });
         }
-        points.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.total_cmp(&b.2)));
+        points.sort_unstable_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.total_cmp(&b.2))
+        });
         let mut stack: Vec<Acc> = Vec::with_capacity(points.len().min(4096));
         let mut i = 0;
         while i < points.len() {
             // Pool equal scores into one point.
             let s = points[i].0;
-            let mut cur = Acc { lo: s, hi: s, w: 0.0, wy: 0.0, count: 0 };
+            let mut cur = Acc {
+                lo: s,
+                hi: s,
+                w: 0.0,
+                wy: 0.0,
+                count: 0,
+            };
             while i < points.len() && points[i].0 == s {
                 cur.w += points[i].2;
                 cur.wy += points[i].2 * points[i].1;
@@ -130,7 +161,13 @@ impl IsotonicFit {
         }
         let blocks = stack
             .into_iter()
-            .map(|a| Block { lo: a.lo, hi: a.hi, value: a.mean(), weight: a.w, count: a.count })
+            .map(|a| Block {
+                lo: a.lo,
+                hi: a.hi,
+                value: a.mean(),
+                weight: a.w,
+                count: a.count,
+            })
             .collect();
         Ok(Self { blocks })
     }
@@ -142,12 +179,19 @@ impl IsotonicFit {
             return bad("an isotonic fit needs at least one block".into());
         }
         for (i, b) in blocks.iter().enumerate() {
-            let finite = [b.lo, b.hi, b.value, b.weight].iter().all(|x| x.is_finite());
+            let finite = [b.lo, b.hi, b.value, b.weight]
+                .iter()
+                .all(|x| x.is_finite());
             if !finite || b.lo > b.hi || b.weight <= 0.0 {
-                return bad(format!("block {i} is not a finite range with positive weight: {b:?}"));
+                return bad(format!(
+                    "block {i} is not a finite range with positive weight: {b:?}"
+                ));
             }
             if i > 0 && (blocks[i - 1].hi >= b.lo || blocks[i - 1].value > b.value) {
-                return bad(format!("block {i} does not follow block {} in score and value", i - 1));
+                return bad(format!(
+                    "block {i} does not follow block {} in score and value",
+                    i - 1
+                ));
             }
         }
         Ok(Self { blocks })
@@ -199,7 +243,12 @@ mod tests {
 
     #[test]
     fn pools_violators_into_weighted_means() {
-        let fit = IsotonicFit::fit(&[1.0, 2.0, 3.0, 4.0], &[1.0, 3.0, 2.0, 4.0], Some(&[1.0, 1.0, 3.0, 1.0])).unwrap();
+        let fit = IsotonicFit::fit(
+            &[1.0, 2.0, 3.0, 4.0],
+            &[1.0, 3.0, 2.0, 4.0],
+            Some(&[1.0, 1.0, 3.0, 1.0]),
+        )
+        .unwrap();
         let v: Vec<f64> = fit.blocks().iter().map(|b| b.value).collect();
         assert_eq!(v, vec![1.0, 2.25, 4.0]);
         assert_eq!((fit.blocks()[1].lo, fit.blocks()[1].hi), (2.0, 3.0));

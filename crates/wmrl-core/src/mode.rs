@@ -26,7 +26,14 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in table order.
-    pub const ALL: [Mode; 6] = [Mode::Real, Mode::WmOnly, Mode::Wmrl, Mode::WmrlNoDebias, Mode::WmrlNoDenoise, Mode::Ppi];
+    pub const ALL: [Mode; 6] = [
+        Mode::Real,
+        Mode::WmOnly,
+        Mode::Wmrl,
+        Mode::WmrlNoDebias,
+        Mode::WmrlNoDenoise,
+        Mode::Ppi,
+    ];
 
     /// The name used on the command line and in files.
     pub fn name(self) -> &'static str {
@@ -71,10 +78,13 @@ impl FromStr for Mode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown mode `{s}`; expected one of {}", names.join(", "))
-        })
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown mode `{s}`; expected one of {}", names.join(", "))
+            })
     }
 }
 

@@ -16,7 +16,9 @@ pub fn splitmix64(mut z: u64) -> u64 {
 /// Derives a seed from a base seed and a path of integers (step, group, …).
 /// Distinct paths give independent-looking seeds.
 pub fn derive_seed(seed: u64, path: &[u64]) -> u64 {
-    path.iter().fold(splitmix64(seed), |acc, &x| splitmix64(acc ^ splitmix64(x.wrapping_add(0x632B_E59B_D9B4_E019))))
+    path.iter().fold(splitmix64(seed), |acc, &x| {
+        splitmix64(acc ^ splitmix64(x.wrapping_add(0x632B_E59B_D9B4_E019)))
+    })
 }
 
 /// Purposes of derived generators, so different uses never share a stream.

@@ -41,7 +41,12 @@ pub struct AnchorPlan {
 impl AnchorPlan {
     /// Indices of the anchor groups, ascending.
     pub fn anchors(&self) -> Vec<usize> {
-        self.is_anchor.iter().enumerate().filter(|(_, a)| **a).map(|(i, _)| i).collect()
+        self.is_anchor
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| **a)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Number of anchor groups.
@@ -51,12 +56,18 @@ impl AnchorPlan {
 
     /// Every group an anchor (mode `real`).
     pub fn all(groups: usize) -> Self {
-        Self { is_anchor: vec![true; groups], inclusion_probability: vec![1.0; groups] }
+        Self {
+            is_anchor: vec![true; groups],
+            inclusion_probability: vec![1.0; groups],
+        }
     }
 
     /// No anchors (mode `wm-only`).
     pub fn none(groups: usize) -> Self {
-        Self { is_anchor: vec![false; groups], inclusion_probability: vec![0.0; groups] }
+        Self {
+            is_anchor: vec![false; groups],
+            inclusion_probability: vec![0.0; groups],
+        }
     }
 }
 
@@ -72,7 +83,11 @@ pub fn validate_ratio(ratio: f64) -> Result<()> {
     if ratio.is_finite() && (0.0..=1.0).contains(&ratio) {
         Ok(())
     } else {
-        Err(Error::InvalidConfig { field: "anchor_ratio", value: ratio.to_string(), expected: "a number in [0, 1]" })
+        Err(Error::InvalidConfig {
+            field: "anchor_ratio",
+            value: ratio.to_string(),
+            expected: "a number in [0, 1]",
+        })
     }
 }
 
@@ -81,7 +96,10 @@ pub fn schedule_anchors(tasks: &[TaskId], ratio: f64, seed: u64, step: u64) -> R
     validate_ratio(ratio)?;
     let g = tasks.len();
     let k = anchor_count(ratio, g);
-    let mut plan = AnchorPlan { is_anchor: vec![false; g], inclusion_probability: vec![0.0; g] };
+    let mut plan = AnchorPlan {
+        is_anchor: vec![false; g],
+        inclusion_probability: vec![0.0; g],
+    };
     if g == 0 || k == 0 {
         return Ok(plan);
     }
@@ -105,7 +123,11 @@ pub fn schedule_anchors(tasks: &[TaskId], ratio: f64, seed: u64, step: u64) -> R
         let before = cum;
         cum += rem[t];
         // Is there an integer j with before ≤ u + j·G < cum?
-        let first = if before <= u { u } else { u + (before - u).div_ceil(g) * g };
+        let first = if before <= u {
+            u
+        } else {
+            u + (before - u).div_ceil(g) * g
+        };
         if first < cum {
             quota[t] += 1;
         }
@@ -142,9 +164,14 @@ mod tests {
         let a = schedule_anchors(&tasks, 0.1, 3, 5).unwrap();
         assert_eq!(a.anchor_count(), 7);
         assert_eq!(a, schedule_anchors(&tasks, 0.1, 3, 5).unwrap());
-        let differ = (0..20).any(|s| schedule_anchors(&tasks, 0.1, 3, s).unwrap().is_anchor != a.is_anchor);
+        let differ =
+            (0..20).any(|s| schedule_anchors(&tasks, 0.1, 3, s).unwrap().is_anchor != a.is_anchor);
         assert!(differ);
-        assert!(a.inclusion_probability.iter().all(|&p| (p - 7.0 / 64.0).abs() < 1e-15));
+        assert!(
+            a.inclusion_probability
+                .iter()
+                .all(|&p| (p - 7.0 / 64.0).abs() < 1e-15)
+        );
     }
 
     #[test]
@@ -155,7 +182,13 @@ mod tests {
         let steps = 4000;
         for step in 0..steps {
             let plan = schedule_anchors(&tasks, 0.25, 11, step).unwrap();
-            let per_task = |t: TaskId| tasks.iter().zip(&plan.is_anchor).filter(|(x, a)| **x == t && **a).count();
+            let per_task = |t: TaskId| {
+                tasks
+                    .iter()
+                    .zip(&plan.is_anchor)
+                    .filter(|(x, a)| **x == t && **a)
+                    .count()
+            };
             assert_eq!((per_task(0), per_task(1), per_task(2)), (5, 3, 2));
             for (h, a) in hits.iter_mut().zip(&plan.is_anchor) {
                 *h += *a as usize;
@@ -163,7 +196,10 @@ mod tests {
         }
         // Each group is chosen with probability 1/4: 1000 expected, sd ≈ 27.
         for (i, &h) in hits.iter().enumerate() {
-            assert!((h as f64 - 1000.0).abs() < 150.0, "group {i} chosen {h} times");
+            assert!(
+                (h as f64 - 1000.0).abs() < 150.0,
+                "group {i} chosen {h} times"
+            );
         }
     }
 
@@ -181,7 +217,10 @@ mod tests {
         }
         // π = 2/12: 1000 expected, sd ≈ 29.
         for (i, &h) in hits.iter().enumerate() {
-            assert!((h as f64 - 1000.0).abs() < 150.0, "group {i} chosen {h} times");
+            assert!(
+                (h as f64 - 1000.0).abs() < 150.0,
+                "group {i} chosen {h} times"
+            );
         }
     }
 

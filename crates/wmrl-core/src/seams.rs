@@ -176,11 +176,17 @@ pub trait WorldModel<A: Adapter, P: ?Sized> {
     /// Scores executed anchor rollouts exactly as imagined ones are scored
     /// (the real reward is in the request but must not be used). One score
     /// per episode, in order.
-    fn score(&mut self, episodes: &[ExecutedEpisode<'_, A::Prompt, A::Rollout>]) -> Result<Vec<f64>, Self::Error>;
+    fn score(
+        &mut self,
+        episodes: &[ExecutedEpisode<'_, A::Prompt, A::Rollout>],
+    ) -> Result<Vec<f64>, Self::Error>;
 
     /// Receives executed episodes with their real rewards after they were
     /// scored (e.g. for a replay buffer the model is refreshed on). Default: ignore.
-    fn observe(&mut self, episodes: &[ExecutedEpisode<'_, A::Prompt, A::Rollout>]) -> Result<(), Self::Error> {
+    fn observe(
+        &mut self,
+        episodes: &[ExecutedEpisode<'_, A::Prompt, A::Rollout>],
+    ) -> Result<(), Self::Error> {
         let _ = episodes;
         Ok(())
     }

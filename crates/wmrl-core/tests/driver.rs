@@ -4,7 +4,10 @@
 use std::cell::Cell;
 use std::fmt;
 
-use wmrl_core::seams::{Adapter, AnchorExecutor, Batch, EpisodeRequest, ExecutedEpisode, Execution, Imagined, Policy, WorldModel};
+use wmrl_core::seams::{
+    Adapter, AnchorExecutor, Batch, EpisodeRequest, ExecutedEpisode, Execution, Imagined, Policy,
+    WorldModel,
+};
 use wmrl_core::{Core, CoreConfig, Mode, Stream, TaskId};
 
 #[derive(Debug)]
@@ -52,15 +55,26 @@ struct Executor {
 }
 impl<P> AnchorExecutor<Domain, P> for Executor {
     type Error = Boom;
-    fn execute(&mut self, _: &P, eps: &[EpisodeRequest<'_, u32>]) -> Result<Vec<Execution<(u32, usize, u64)>>, Boom> {
+    fn execute(
+        &mut self,
+        _: &P,
+        eps: &[EpisodeRequest<'_, u32>],
+    ) -> Result<Vec<Execution<(u32, usize, u64)>>, Boom> {
         self.calls.set(self.calls.get() + 1);
         let mut out: Vec<_> = eps
             .iter()
             .map(|e| {
-                if self.always_fail || (Some(e.sample) == self.fail_first_attempt_of_sample && e.attempt == 0) {
-                    Execution::Failed { reason: format!("robot vanished in group {}", e.group) }
+                if self.always_fail
+                    || (Some(e.sample) == self.fail_first_attempt_of_sample && e.attempt == 0)
+                {
+                    Execution::Failed {
+                        reason: format!("robot vanished in group {}", e.group),
+                    }
                 } else {
-                    Execution::Completed { rollout: (*e.prompt, e.sample, e.seed), reward: (e.sample % 2) as f64 }
+                    Execution::Completed {
+                        rollout: (*e.prompt, e.sample, e.seed),
+                        reward: (e.sample % 2) as f64,
+                    }
                 }
             })
             .collect();
@@ -79,11 +93,24 @@ struct Model {
 }
 impl<P> WorldModel<Domain, P> for Model {
     type Error = Boom;
-    fn imagine(&mut self, _: &P, eps: &[EpisodeRequest<'_, u32>]) -> Result<Vec<Imagined<(u32, usize, u64)>>, Boom> {
+    fn imagine(
+        &mut self,
+        _: &P,
+        eps: &[EpisodeRequest<'_, u32>],
+    ) -> Result<Vec<Imagined<(u32, usize, u64)>>, Boom> {
         self.imagined += eps.len();
-        Ok(eps.iter().map(|e| Imagined { rollout: (*e.prompt, e.sample, e.seed), score: 0.1 * e.sample as f64 }).collect())
+        Ok(eps
+            .iter()
+            .map(|e| Imagined {
+                rollout: (*e.prompt, e.sample, e.seed),
+                score: 0.1 * e.sample as f64,
+            })
+            .collect())
     }
-    fn score(&mut self, eps: &[ExecutedEpisode<'_, u32, (u32, usize, u64)>]) -> Result<Vec<f64>, Boom> {
+    fn score(
+        &mut self,
+        eps: &[ExecutedEpisode<'_, u32, (u32, usize, u64)>],
+    ) -> Result<Vec<f64>, Boom> {
         self.scored += eps.len();
         Ok(eps.iter().map(|e| 0.1 * e.sample as f64).collect())
     }
@@ -94,19 +121,35 @@ impl<P> WorldModel<Domain, P> for Model {
 }
 
 fn core(mode: Mode) -> Core {
-    Core::new(CoreConfig { mode, groups: 20, group_size: 4, ..CoreConfig::default() }).unwrap()
+    Core::new(CoreConfig {
+        mode,
+        groups: 20,
+        group_size: 4,
+        ..CoreConfig::default()
+    })
+    .unwrap()
 }
 
 #[test]
 fn each_mode_calls_only_what_it_needs() {
-    for (mode, anchors) in [(Mode::Real, 20), (Mode::WmOnly, 0), (Mode::Wmrl, 2), (Mode::Ppi, 2)] {
-        let (mut learner, mut wm, mut ex) = (Learner::default(), Model::default(), Executor::default());
+    for (mode, anchors) in [
+        (Mode::Real, 20),
+        (Mode::WmOnly, 0),
+        (Mode::Wmrl, 2),
+        (Mode::Ppi, 2),
+    ] {
+        let (mut learner, mut wm, mut ex) =
+            (Learner::default(), Model::default(), Executor::default());
         let mut c = core(mode);
         let report = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap();
         assert_eq!(report.executions, anchors * 4, "{mode}");
         assert_eq!(report.imagined, (20 - anchors) * 4, "{mode}");
         let scored = if mode.mixes_streams() { anchors * 4 } else { 0 };
-        assert_eq!((report.scored, wm.scored, wm.observed), (scored, scored, scored), "{mode}");
+        assert_eq!(
+            (report.scored, wm.scored, wm.observed),
+            (scored, scored, scored),
+            "{mode}"
+        );
         let batch = &learner.batches[0];
         assert_eq!(batch.samples.len(), 80);
         assert_eq!(batch.prompts.len(), 20);
@@ -115,7 +158,11 @@ fn each_mode_calls_only_what_it_needs() {
             assert_eq!(s.rollout.0, batch.prompts[s.signal.group]);
             assert_eq!(s.rollout.1, s.signal.sample);
         }
-        let anchor_samples = batch.samples.iter().filter(|s| s.stream() == Stream::Anchor).count();
+        let anchor_samples = batch
+            .samples
+            .iter()
+            .filter(|s| s.stream() == Stream::Anchor)
+            .count();
         assert_eq!(anchor_samples, anchors * 4, "{mode}");
         assert_eq!(c.step(), 1);
     }
@@ -124,34 +171,67 @@ fn each_mode_calls_only_what_it_needs() {
 #[test]
 fn execution_errors_are_requeued_with_fresh_seeds() {
     let (mut learner, mut wm) = (Learner::default(), Model::default());
-    let mut ex = Executor { fail_first_attempt_of_sample: Some(1), ..Default::default() };
+    let mut ex = Executor {
+        fail_first_attempt_of_sample: Some(1),
+        ..Default::default()
+    };
     let mut c = core(Mode::Wmrl);
     let report = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap();
     assert_eq!((report.executions, report.execution_failures), (8, 2));
     assert_eq!(ex.calls.get(), 2, "one retry round");
-    let anchors: Vec<_> = learner.batches[0].samples.iter().filter(|s| s.stream() == Stream::Anchor).collect();
+    let anchors: Vec<_> = learner.batches[0]
+        .samples
+        .iter()
+        .filter(|s| s.stream() == Stream::Anchor)
+        .collect();
     assert_eq!(anchors.len(), 8);
     let retried: Vec<_> = anchors.iter().filter(|s| s.signal.sample == 1).collect();
     let first: Vec<_> = anchors.iter().filter(|s| s.signal.sample == 0).collect();
     assert_ne!(retried[0].rollout.2, first[0].rollout.2);
     // The same step again gives the same seeds: determinism includes re-queues.
     let (mut l2, mut wm2) = (Learner::default(), Model::default());
-    let mut ex2 = Executor { fail_first_attempt_of_sample: Some(1), ..Default::default() };
-    wmrl_core::step(&mut core(Mode::Wmrl), &mut Domain, &mut l2, &mut wm2, &mut ex2).unwrap();
+    let mut ex2 = Executor {
+        fail_first_attempt_of_sample: Some(1),
+        ..Default::default()
+    };
+    wmrl_core::step(
+        &mut core(Mode::Wmrl),
+        &mut Domain,
+        &mut l2,
+        &mut wm2,
+        &mut ex2,
+    )
+    .unwrap();
     assert_eq!(l2.batches[0].samples, learner.batches[0].samples);
 }
 
 #[test]
 fn exhausted_episodes_and_broken_contracts_stop_the_step() {
     let (mut learner, mut wm) = (Learner::default(), Model::default());
-    let mut ex = Executor { always_fail: true, ..Default::default() };
+    let mut ex = Executor {
+        always_fail: true,
+        ..Default::default()
+    };
     let mut c = core(Mode::Real);
-    let err = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap_err().to_string();
-    assert!(err.starts_with("anchor episode (group 0, sample 0) failed to execute 4 times"), "{err}");
+    let err = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("anchor episode (group 0, sample 0) failed to execute 4 times"),
+        "{err}"
+    );
     assert!(err.contains("robot vanished in group 0"), "{err}");
     assert_eq!((c.step(), learner.batches.len()), (0, 0));
 
-    let mut ex = Executor { drop_one: true, ..Default::default() };
-    let err = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap_err().to_string();
-    assert_eq!(err, "the anchor executor returned 79 results for 80 requests");
+    let mut ex = Executor {
+        drop_one: true,
+        ..Default::default()
+    };
+    let err = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "the anchor executor returned 79 results for 80 requests"
+    );
 }

@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 use wmrl_core::denoise::{NoiseEstimate, stream_weights};
 use wmrl_core::{
-    AdvantageOptions, AnchorPair, CalibratorConfig, Core, CoreConfig, DenoiseConfig, Forgetting, GroupInput, Mode,
-    OnlineCalibrator, Stream, group_advantages,
+    AdvantageOptions, AnchorPair, CalibratorConfig, Core, CoreConfig, DenoiseConfig, Forgetting,
+    GroupInput, Mode, OnlineCalibrator, Stream, group_advantages,
 };
 
 proptest! {
@@ -81,13 +81,31 @@ proptest! {
     }
 }
 
-fn input<'a>(stream: Stream, rewards: Option<&'a [f64]>, scores: Option<&'a [f64]>, pi: f64) -> GroupInput<'a> {
-    GroupInput { task: 0, stream, rewards, scores, inclusion_probability: pi }
+fn input<'a>(
+    stream: Stream,
+    rewards: Option<&'a [f64]>,
+    scores: Option<&'a [f64]>,
+    pi: f64,
+) -> GroupInput<'a> {
+    GroupInput {
+        task: 0,
+        stream,
+        rewards,
+        scores,
+        inclusion_probability: pi,
+    }
 }
 
 fn core(mode: Mode) -> Core {
-    Core::new(CoreConfig { mode, calibrator: CalibratorConfig { min_pairs: 4, ..Default::default() }, ..Default::default() })
-        .unwrap()
+    Core::new(CoreConfig {
+        mode,
+        calibrator: CalibratorConfig {
+            min_pairs: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 #[test]
@@ -96,13 +114,25 @@ fn non_finite_values_are_rejected_naming_group_and_sample() {
     let (r, s) = ([0.0, 1.0], [0.2, 0.9]);
     let bad = [0.1, f64::NAN, 0.3];
     let err = c
-        .process(&[input(Stream::Anchor, Some(&r), Some(&s), 0.5), input(Stream::WorldModel, None, Some(&bad), 0.5)])
+        .process(&[
+            input(Stream::Anchor, Some(&r), Some(&s), 0.5),
+            input(Stream::WorldModel, None, Some(&bad), 0.5),
+        ])
         .unwrap_err()
         .to_string();
-    assert_eq!(err, "world-model group 1, sample 1: score is NaN, expected a finite number");
+    assert_eq!(
+        err,
+        "world-model group 1, sample 1: score is NaN, expected a finite number"
+    );
     let inf = [0.0, f64::INFINITY];
-    let err = c.process(&[input(Stream::Anchor, Some(&inf), Some(&s), 0.5)]).unwrap_err().to_string();
-    assert_eq!(err, "anchor group 0, sample 1: reward is inf, expected a finite number");
+    let err = c
+        .process(&[input(Stream::Anchor, Some(&inf), Some(&s), 0.5)])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "anchor group 0, sample 1: reward is inf, expected a finite number"
+    );
     assert_eq!(c.step(), 0, "a rejected step changes nothing");
     assert!(c.calibrator().is_empty());
 }
@@ -111,13 +141,25 @@ fn non_finite_values_are_rejected_naming_group_and_sample() {
 fn malformed_groups_name_the_problem() {
     let mut c = core(Mode::Wmrl);
     let s = [0.5, 0.5];
-    let err = c.process(&[input(Stream::Anchor, None, Some(&s), 0.5)]).unwrap_err().to_string();
-    assert!(err.contains("group 0") && err.contains("without real rewards"), "{err}");
+    let err = c
+        .process(&[input(Stream::Anchor, None, Some(&s), 0.5)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("group 0") && err.contains("without real rewards"),
+        "{err}"
+    );
     let r = [1.0];
-    let err = c.process(&[input(Stream::Anchor, Some(&r), Some(&s), 0.5)]).unwrap_err().to_string();
+    let err = c
+        .process(&[input(Stream::Anchor, Some(&r), Some(&s), 0.5)])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("1 rewards but 2 scores"), "{err}");
     let mut c = core(Mode::WmOnly);
-    let err = c.process(&[input(Stream::Anchor, Some(&s), Some(&s), 0.5)]).unwrap_err().to_string();
+    let err = c
+        .process(&[input(Stream::Anchor, Some(&s), Some(&s), 0.5)])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("wm-only has no anchors"), "{err}");
 }
 
@@ -126,7 +168,11 @@ fn step_data() -> Vec<(Vec<f64>, Vec<f64>)> {
     (0..10)
         .map(|g| {
             let r: Vec<f64> = (0..4).map(|i| ((g * 7 + i * 3) % 5) as f64 / 4.0).collect();
-            let s = r.iter().enumerate().map(|(i, x)| 0.5 * x + 0.3 + 0.01 * i as f64).collect();
+            let s = r
+                .iter()
+                .enumerate()
+                .map(|(i, x)| 0.5 * x + 0.3 + 0.01 * i as f64)
+                .collect();
             (r, s)
         })
         .collect()
@@ -137,7 +183,8 @@ fn run_step(c: &mut Core, data: &[(Vec<f64>, Vec<f64>)]) -> wmrl_core::StepOutpu
         .iter()
         .enumerate()
         .map(|(g, (r, s))| {
-            let anchor = c.config().mode == Mode::Real || (c.config().mode != Mode::WmOnly && g < 2);
+            let anchor =
+                c.config().mode == Mode::Real || (c.config().mode != Mode::WmOnly && g < 2);
             let pi = match c.config().mode {
                 Mode::Real => 1.0,
                 Mode::WmOnly => 0.0,
@@ -164,10 +211,19 @@ fn every_mode_weights_its_streams_as_documented() {
         }
         let d = &out.diagnostics;
         let total: f64 = out.samples.iter().map(|s| s.loss_weight).sum();
-        let per_stream = |st: Stream| out.samples.iter().filter(|s| s.stream == st).map(|s| s.loss_weight).sum::<f64>();
+        let per_stream = |st: Stream| {
+            out.samples
+                .iter()
+                .filter(|s| s.stream == st)
+                .map(|s| s.loss_weight)
+                .sum::<f64>()
+        };
         match mode {
             Mode::Real => assert_eq!((d.anchor_groups, per_stream(Stream::Anchor)), (10, total)),
-            Mode::WmOnly => assert_eq!((d.anchor_groups, per_stream(Stream::WorldModel)), (0, total)),
+            Mode::WmOnly => assert_eq!(
+                (d.anchor_groups, per_stream(Stream::WorldModel)),
+                (0, total)
+            ),
             Mode::WmrlNoDenoise => assert!((d.stream_weights.anchor - 0.2).abs() < 1e-12),
             Mode::Wmrl | Mode::WmrlNoDebias => {
                 // Scores are a noiseless affine map of rewards plus a tiny ramp: ρ ≈ 1, κ ≈ 0.
@@ -180,19 +236,31 @@ fn every_mode_weights_its_streams_as_documented() {
             }
         }
         if mode != Mode::Ppi {
-            assert!((total - 1.0).abs() < 1e-12, "{mode}: weights sum to {total}");
+            assert!(
+                (total - 1.0).abs() < 1e-12,
+                "{mode}: weights sum to {total}"
+            );
             assert!((per_stream(Stream::Anchor) - d.stream_weights.anchor).abs() < 1e-12);
         }
         if mode.mixes_streams() {
-            assert!(d.raw_bias.unwrap() > 0.0 && d.residual_variance.is_some(), "{mode}: {d:?}");
+            assert!(
+                d.raw_bias.unwrap() > 0.0 && d.residual_variance.is_some(),
+                "{mode}: {d:?}"
+            );
         }
         if mode.debiases() && mode != Mode::Ppi {
             // f̂ recodes world-model scores onto the reward scale.
             let wm_mean = d.world_model_reward_mean.unwrap();
-            assert!((wm_mean - d.anchor_reward_mean.unwrap()).abs() < 0.2, "{mode}: {d:?}");
+            assert!(
+                (wm_mean - d.anchor_reward_mean.unwrap()).abs() < 0.2,
+                "{mode}: {d:?}"
+            );
         }
         let json = serde_json::to_string(d).unwrap();
-        assert_eq!(&serde_json::from_str::<wmrl_core::StepDiagnostics>(&json).unwrap(), d);
+        assert_eq!(
+            &serde_json::from_str::<wmrl_core::StepDiagnostics>(&json).unwrap(),
+            d
+        );
     }
 }
 
@@ -201,7 +269,10 @@ fn zero_variance_groups_get_zero_advantage_and_are_counted() {
     let mut c = core(Mode::Real);
     let (ones, mixed) = ([1.0; 4], [0.0, 1.0, 1.0, 0.0]);
     let out = c
-        .process(&[input(Stream::Anchor, Some(&ones), None, 1.0), input(Stream::Anchor, Some(&mixed), None, 1.0)])
+        .process(&[
+            input(Stream::Anchor, Some(&ones), None, 1.0),
+            input(Stream::Anchor, Some(&mixed), None, 1.0),
+        ])
         .unwrap();
     assert_eq!(out.diagnostics.zero_variance_groups, 1);
     assert_eq!(out.diagnostics.zero_variance_share, 0.5);
@@ -214,13 +285,22 @@ fn no_anchors_yet_and_empty_streams_are_sane() {
     // First step of wmrl: the calibrator is the identity and there is no noise estimate.
     let data = step_data();
     let mut c = core(Mode::Wmrl);
-    let groups: Vec<GroupInput<'_>> = data.iter().map(|(_, s)| input(Stream::WorldModel, None, Some(s), 0.0)).collect();
+    let groups: Vec<GroupInput<'_>> = data
+        .iter()
+        .map(|(_, s)| input(Stream::WorldModel, None, Some(s), 0.0))
+        .collect();
     let out = c.process(&groups).unwrap();
     let d = &out.diagnostics;
     assert!(d.calibrator_identity && d.residual_variance.is_none() && d.raw_bias.is_none());
-    assert_eq!((d.stream_weights.anchor, d.stream_weights.world_model), (0.0, 1.0));
+    assert_eq!(
+        (d.stream_weights.anchor, d.stream_weights.world_model),
+        (0.0, 1.0)
+    );
     // Only anchors: all weight on them.
-    let groups: Vec<GroupInput<'_>> = data.iter().map(|(r, s)| input(Stream::Anchor, Some(r), Some(s), 1.0)).collect();
+    let groups: Vec<GroupInput<'_>> = data
+        .iter()
+        .map(|(r, s)| input(Stream::Anchor, Some(r), Some(s), 1.0))
+        .collect();
     let out = c.process(&groups).unwrap();
     assert_eq!(out.diagnostics.stream_weights.anchor, 1.0);
     assert!(out.samples.iter().all(|s| s.loss_weight.is_finite()));
@@ -239,5 +319,10 @@ fn core_state_round_trips_and_rejects_tampering() {
     let tampered = json.replacen("\"min_pairs\":4", "\"min_pairs\":0", 1);
     assert!(serde_json::from_str::<Core>(&tampered).is_err());
     let unknown = json.replacen("{", "{\"extra\":1,", 1);
-    assert!(serde_json::from_str::<Core>(&unknown).unwrap_err().to_string().contains("extra"));
+    assert!(
+        serde_json::from_str::<Core>(&unknown)
+            .unwrap_err()
+            .to_string()
+            .contains("extra")
+    );
 }

@@ -7,18 +7,23 @@ use wmrl_core::IsotonicFit;
 
 /// Up to `max` pairs of (score, reward, weight) with repeated scores likely.
 fn pairs(max: usize) -> impl Strategy<Value = Vec<(f64, f64, f64)>> {
-    prop::collection::vec((0u8..12, -5.0f64..5.0, 0.1f64..3.0), 1..max)
-        .prop_map(|v| v.into_iter().map(|(s, r, w)| (s as f64 * 0.5, r, w)).collect())
+    prop::collection::vec((0u8..12, -5.0f64..5.0, 0.1f64..3.0), 1..max).prop_map(|v| {
+        v.into_iter()
+            .map(|(s, r, w)| (s as f64 * 0.5, r, w))
+            .collect()
+    })
 }
 
 fn fit(p: &[(f64, f64, f64)]) -> IsotonicFit {
-    let (s, r, w): (Vec<f64>, Vec<f64>, Vec<f64>) =
-        p.iter().fold((vec![], vec![], vec![]), |(mut s, mut r, mut w), &(a, b, c)| {
+    let (s, r, w): (Vec<f64>, Vec<f64>, Vec<f64>) = p.iter().fold(
+        (vec![], vec![], vec![]),
+        |(mut s, mut r, mut w), &(a, b, c)| {
             s.push(a);
             r.push(b);
             w.push(c);
             (s, r, w)
-        });
+        },
+    );
     IsotonicFit::fit(&s, &r, Some(&w)).unwrap()
 }
 
@@ -38,7 +43,11 @@ fn brute_force_sse(p: &[(f64, f64, f64)]) -> f64 {
     // Per distinct score: total weight and weighted reward sum.
     let stats: Vec<(f64, f64)> = xs
         .iter()
-        .map(|&x| p.iter().filter(|q| q.0 == x).fold((0.0, 0.0), |(w, wy), q| (w + q.2, wy + q.2 * q.1)))
+        .map(|&x| {
+            p.iter()
+                .filter(|q| q.0 == x)
+                .fold((0.0, 0.0), |(w, wy), q| (w + q.2, wy + q.2 * q.1))
+        })
         .collect();
     let mut best = f64::INFINITY;
     for cuts in 0u32..(1 << (m - 1)) {
@@ -48,7 +57,9 @@ fn brute_force_sse(p: &[(f64, f64, f64)]) -> f64 {
         let mut monotone = true;
         for i in 0..m {
             if i == m - 1 || cuts & (1 << i) != 0 {
-                let (w, wy) = stats[start..=i].iter().fold((0.0, 0.0), |(a, b), s| (a + s.0, b + s.1));
+                let (w, wy) = stats[start..=i]
+                    .iter()
+                    .fold((0.0, 0.0), |(a, b), s| (a + s.0, b + s.1));
                 let v = wy / w;
                 monotone &= v >= prev - 1e-12;
                 prev = v;

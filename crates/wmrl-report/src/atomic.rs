@@ -9,13 +9,19 @@ use crate::{Error, Result};
 
 /// The temporary sibling used while writing `path`.
 pub fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 /// Writes `bytes` to `path` atomically (temp file + fsync + rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
@@ -29,8 +35,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Serialises `value` as pretty JSON and writes it atomically.
 pub fn write_json_atomic<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value)
-        .map_err(|source| Error::Json { path: path.to_path_buf(), source })?;
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| Error::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
     bytes.push(b'\n');
     write_atomic(path, &bytes)
 }
@@ -47,7 +55,10 @@ mod tests {
         write_json_atomic(&path, &[4]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(serde_json::from_str::<Vec<i32>>(&text).unwrap(), vec![4]);
-        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "temp file left behind: {names:?}");
     }
 }

@@ -18,12 +18,22 @@ pub struct MetricsSink {
 impl MetricsSink {
     /// Opens `path` for appending, creating it (and its folder) if needed.
     pub fn append(path: &Path) -> Result<Self> {
-        let io = |source| Error::Io { path: path.to_path_buf(), source };
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-        Ok(Self { path: path.to_path_buf(), file })
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+        })
     }
 
     /// The file rows go to.
@@ -33,19 +43,27 @@ impl MetricsSink {
 
     /// Writes one row (any serialisable value, normally a JSON object).
     pub fn write<T: serde::Serialize + ?Sized>(&mut self, row: &T) -> Result<()> {
-        let mut line = serde_json::to_vec(row)
-            .map_err(|source| Error::Json { path: self.path.clone(), source })?;
+        let mut line = serde_json::to_vec(row).map_err(|source| Error::Json {
+            path: self.path.clone(),
+            source,
+        })?;
         line.push(b'\n');
         self.file
             .write_all(&line)
             .and_then(|()| self.file.flush())
-            .map_err(|source| Error::Io { path: self.path.clone(), source })
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 
 /// Reads every complete row of a JSONL file; a torn last line is skipped.
 pub fn read_rows(path: &Path) -> Result<Vec<serde_json::Value>> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let reader = BufReader::new(File::open(path).map_err(io)?);
     let mut rows = Vec::new();
     for line in reader.lines() {
@@ -70,8 +88,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("metrics.jsonl");
         let mut sink = MetricsSink::append(&path).unwrap();
-        sink.write(&serde_json::json!({"step": 1, "loss": 0.5})).unwrap();
-        sink.write(&serde_json::json!({"step": 2, "loss": 0.25})).unwrap();
+        sink.write(&serde_json::json!({"step": 1, "loss": 0.5}))
+            .unwrap();
+        sink.write(&serde_json::json!({"step": 2, "loss": 0.25}))
+            .unwrap();
         drop(sink);
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(b"{\"step\": 3, \"lo").unwrap();

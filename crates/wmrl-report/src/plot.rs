@@ -40,7 +40,11 @@ pub struct Series {
 impl Series {
     /// A line series.
     pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        Self { name: name.into(), points, style: SeriesStyle::Line }
+        Self {
+            name: name.into(),
+            points,
+            style: SeriesStyle::Line,
+        }
     }
 
     /// The same series drawn in `style`.
@@ -97,7 +101,11 @@ fn register_fonts() {
         for style in [FontStyle::Normal, FontStyle::Bold] {
             // The bytes are a valid TrueType font shipped by the crate; a
             // failure here would be a packaging bug, surfaced when drawing text.
-            let _ = plotters::style::register_font("sans-serif", style, epaint_default_fonts::UBUNTU_LIGHT);
+            let _ = plotters::style::register_font(
+                "sans-serif",
+                style,
+                epaint_default_fonts::UBUNTU_LIGHT,
+            );
         }
     });
 }
@@ -119,10 +127,19 @@ impl LinePlot {
         register_fonts();
         let tmp = crate::atomic::temp_path(path).with_extension("png");
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+            std::fs::create_dir_all(parent).map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
-        self.draw(&tmp).map_err(|message| Error::Plot { path: path.to_path_buf(), message })?;
-        std::fs::rename(&tmp, path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+        self.draw(&tmp).map_err(|message| Error::Plot {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        std::fs::rename(&tmp, path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     fn draw(&self, file: &Path) -> std::result::Result<(), String> {
@@ -132,8 +149,12 @@ impl LinePlot {
                 .flat_map(|s| s.points.iter().copied())
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
         };
-        let (x_lo, x_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| (lo.min(x), hi.max(x)));
-        let (y_lo, y_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, y)| (lo.min(y), hi.max(y)));
+        let (x_lo, x_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
+            (lo.min(x), hi.max(x))
+        });
+        let (y_lo, y_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, y)| {
+            (lo.min(y), hi.max(y))
+        });
         let (x_lo, x_hi) = padded(x_lo, x_hi);
         let (y_lo, y_hi) = self.y_range.unwrap_or_else(|| padded(y_lo, y_hi));
 
@@ -157,8 +178,12 @@ impl LinePlot {
 
         let mut colour_index = 0;
         for series in &self.series {
-            let points: Vec<(f64, f64)> =
-                series.points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+            let points: Vec<(f64, f64)> = series
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect();
             let colour = if series.style == SeriesStyle::Reference {
                 RGBColor(150, 150, 150)
             } else {
@@ -177,15 +202,18 @@ impl LinePlot {
                     chart
                         .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                         .map_err(|e| e.to_string())?;
-                    chart.draw_series(LineSeries::new(points, stroke)).map_err(|e| e.to_string())?
+                    chart
+                        .draw_series(LineSeries::new(points, stroke))
+                        .map_err(|e| e.to_string())?
                 }
-                SeriesStyle::Line | SeriesStyle::Reference => {
-                    chart.draw_series(LineSeries::new(points, stroke)).map_err(|e| e.to_string())?
-                }
+                SeriesStyle::Line | SeriesStyle::Reference => chart
+                    .draw_series(LineSeries::new(points, stroke))
+                    .map_err(|e| e.to_string())?,
             };
             if !series.name.is_empty() {
-                anno.label(series.name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3)));
+                anno.label(series.name.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3))
+                });
             }
         }
         if self.series.iter().any(|s| !s.name.is_empty()) {
@@ -215,16 +243,26 @@ mod tests {
             x_label: "step".into(),
             y_label: "loss".into(),
             series: vec![
-                Series::line("train", (0..50).map(|i| (i as f64, 1.0 / (1.0 + i as f64))).collect()),
-                Series::line("diag", vec![(0.0, 0.0), (49.0, 1.0)]).with_style(SeriesStyle::Reference),
-                Series::line("nan is skipped", vec![(1.0, f64::NAN), (2.0, 0.5)]).with_style(SeriesStyle::Points),
+                Series::line(
+                    "train",
+                    (0..50)
+                        .map(|i| (i as f64, 1.0 / (1.0 + i as f64)))
+                        .collect(),
+                ),
+                Series::line("diag", vec![(0.0, 0.0), (49.0, 1.0)])
+                    .with_style(SeriesStyle::Reference),
+                Series::line("nan is skipped", vec![(1.0, f64::NAN), (2.0, 0.5)])
+                    .with_style(SeriesStyle::Points),
             ],
             ..Default::default()
         };
         plot.write_png(&path).unwrap();
         let img = image::open(&path).unwrap().to_rgb8();
         assert_eq!(img.dimensions(), (960, 600));
-        let dark = img.pixels().filter(|p| p.0.iter().all(|&c| c < 100)).count();
+        let dark = img
+            .pixels()
+            .filter(|p| p.0.iter().all(|&c| c < 100))
+            .count();
         assert!(dark > 500, "expected axes and text, got {dark} dark pixels");
     }
 }

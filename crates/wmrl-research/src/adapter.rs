@@ -58,7 +58,10 @@ pub trait SolutionSampler {
 
     /// Solutions for many (task, seed) requests; by default one at a time.
     fn sample_many(&self, tasks: &[Arc<Task>], requests: &[(usize, u64)]) -> Result<Vec<Solution>> {
-        requests.iter().map(|&(t, s)| self.sample(tasks, t, s)).collect()
+        requests
+            .iter()
+            .map(|&(t, s)| self.sample(tasks, t, s))
+            .collect()
     }
 }
 
@@ -72,14 +75,22 @@ impl ResearchAdapter {
     /// An adapter over `tasks` (each needs a leaderboard).
     pub fn new(tasks: Vec<Task>) -> Result<Self> {
         if tasks.is_empty() {
-            return Err(Error::Build { what: "adapter".into(), message: "no tasks".into() });
+            return Err(Error::Build {
+                what: "adapter".into(),
+                message: "no tasks".into(),
+            });
         }
         for t in &tasks {
             if t.leaderboard.is_none() {
-                return Err(Error::MissingFile { task: t.dir.clone(), file: crate::task::files::LEADERBOARD.into() });
+                return Err(Error::MissingFile {
+                    task: t.dir.clone(),
+                    file: crate::task::files::LEADERBOARD.into(),
+                });
             }
         }
-        Ok(Self { tasks: Arc::new(tasks.into_iter().map(Arc::new).collect()) })
+        Ok(Self {
+            tasks: Arc::new(tasks.into_iter().map(Arc::new).collect()),
+        })
     }
 
     /// The tasks.
@@ -96,7 +107,11 @@ impl Adapter for ResearchAdapter {
     fn prompts(&mut self, step: u64, count: usize) -> Result<Vec<TaskPrompt>> {
         let n = self.tasks.len();
         let offset = (step as usize).wrapping_mul(count) % n;
-        Ok((0..count).map(|g| TaskPrompt { index: (offset + g) % n }).collect())
+        Ok((0..count)
+            .map(|g| TaskPrompt {
+                index: (offset + g) % n,
+            })
+            .collect())
     }
 
     fn task(&self, prompt: &TaskPrompt) -> TaskId {
@@ -140,7 +155,12 @@ impl SandboxExecutor {
         runtime: Arc<tokio::runtime::Runtime>,
         log: Option<wmrl_report::MetricsSink>,
     ) -> Self {
-        Self { tasks: adapter.tasks.clone(), runner, runtime, log }
+        Self {
+            tasks: adapter.tasks.clone(),
+            runner,
+            runtime,
+            log,
+        }
     }
 
     /// The runner (its counters tell executions requested and run).
@@ -150,8 +170,10 @@ impl SandboxExecutor {
 
     /// Runs solutions already written (e.g. for evaluation), one record per solution.
     pub fn run_solutions(&mut self, solutions: &[Solution]) -> Vec<Result<ExecutionRecord>> {
-        let items: Vec<(Arc<Task>, String)> =
-            solutions.iter().map(|s| (self.tasks[s.task].clone(), s.text.clone())).collect();
+        let items: Vec<(Arc<Task>, String)> = solutions
+            .iter()
+            .map(|s| (self.tasks[s.task].clone(), s.text.clone()))
+            .collect();
         self.runtime.block_on(self.runner.run_batch(&items))
     }
 }
@@ -178,9 +200,14 @@ impl<P: SolutionSampler + ?Sized> AnchorExecutor<ResearchAdapter, P> for Sandbox
                         };
                         log.write(&row)?;
                     }
-                    out.push(Execution::Completed { reward: record.reward(), rollout: solution });
+                    out.push(Execution::Completed {
+                        reward: record.reward(),
+                        rollout: solution,
+                    });
                 }
-                Err(err) => out.push(Execution::Failed { reason: err.to_string() }),
+                Err(err) => out.push(Execution::Failed {
+                    reason: err.to_string(),
+                }),
             }
         }
         Ok(out)
@@ -208,7 +235,10 @@ pub struct TextWorldModel<S> {
 impl<S: TextScorer> TextWorldModel<S> {
     /// Wraps `scorer` for the adapter's tasks.
     pub fn new(adapter: &ResearchAdapter, scorer: S) -> Self {
-        Self { tasks: adapter.tasks.clone(), scorer }
+        Self {
+            tasks: adapter.tasks.clone(),
+            scorer,
+        }
     }
 
     /// The scorer.
@@ -223,12 +253,17 @@ impl<S: TextScorer> TextWorldModel<S> {
 
     fn score_solutions(&mut self, solutions: &[&Solution]) -> Result<Vec<f64>> {
         let tasks = self.tasks.clone();
-        let items: Vec<(&Task, &str)> = solutions.iter().map(|s| (tasks[s.task].as_ref(), s.text.as_str())).collect();
+        let items: Vec<(&Task, &str)> = solutions
+            .iter()
+            .map(|s| (tasks[s.task].as_ref(), s.text.as_str()))
+            .collect();
         self.scorer.score(&items)
     }
 }
 
-impl<S: TextScorer, P: SolutionSampler + ?Sized> WorldModel<ResearchAdapter, P> for TextWorldModel<S> {
+impl<S: TextScorer, P: SolutionSampler + ?Sized> WorldModel<ResearchAdapter, P>
+    for TextWorldModel<S>
+{
     type Error = Error;
 
     fn imagine(
@@ -238,18 +273,33 @@ impl<S: TextScorer, P: SolutionSampler + ?Sized> WorldModel<ResearchAdapter, P> 
     ) -> Result<Vec<Imagined<Solution>>> {
         let solutions = sample_requests(policy, &self.tasks, episodes)?;
         let scores = self.score_solutions(&solutions.iter().collect::<Vec<_>>())?;
-        Ok(solutions.into_iter().zip(scores).map(|(rollout, score)| Imagined { rollout, score }).collect())
+        Ok(solutions
+            .into_iter()
+            .zip(scores)
+            .map(|(rollout, score)| Imagined { rollout, score })
+            .collect())
     }
 
-    fn score(&mut self, episodes: &[ExecutedEpisode<'_, TaskPrompt, Solution>]) -> Result<Vec<f64>> {
+    fn score(
+        &mut self,
+        episodes: &[ExecutedEpisode<'_, TaskPrompt, Solution>],
+    ) -> Result<Vec<f64>> {
         let solutions: Vec<&Solution> = episodes.iter().map(|e| e.rollout).collect();
         self.score_solutions(&solutions)
     }
 
     fn observe(&mut self, episodes: &[ExecutedEpisode<'_, TaskPrompt, Solution>]) -> Result<()> {
         let tasks = self.tasks.clone();
-        let items: Vec<(&Task, &str, f64)> =
-            episodes.iter().map(|e| (tasks[e.rollout.task].as_ref(), e.rollout.text.as_str(), e.reward)).collect();
+        let items: Vec<(&Task, &str, f64)> = episodes
+            .iter()
+            .map(|e| {
+                (
+                    tasks[e.rollout.task].as_ref(),
+                    e.rollout.text.as_str(),
+                    e.reward,
+                )
+            })
+            .collect();
         self.scorer.observe(&items)
     }
 }

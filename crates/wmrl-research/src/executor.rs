@@ -88,10 +88,15 @@ impl Outcome {
         if !report.succeeded() {
             let lines: Vec<&str> = report.stderr.text.lines().rev().take(5).collect();
             let tail = lines.into_iter().rev().collect::<Vec<_>>().join("\n");
-            return Outcome::Crashed { termination: report.termination, stderr_tail: tail };
+            return Outcome::Crashed {
+                termination: report.termination,
+                stderr_tail: tail,
+            };
         }
         match report.files.get(SUBMISSION) {
-            None => Outcome::InvalidSubmission { reason: format!("no {SUBMISSION} was written") },
+            None => Outcome::InvalidSubmission {
+                reason: format!("no {SUBMISSION} was written"),
+            },
             Some(bytes) => match score_submission(task, bytes) {
                 Ok(score) => Outcome::Scored { score },
                 Err(reason) => Outcome::InvalidSubmission { reason },
@@ -150,7 +155,10 @@ impl ExecutionCache {
             }
         }
         let sink = wmrl_report::MetricsSink::append(path)?;
-        Ok(Self { entries: Mutex::new(entries), sink: Mutex::new(sink) })
+        Ok(Self {
+            entries: Mutex::new(entries),
+            sink: Mutex::new(sink),
+        })
     }
 
     /// Entries held.
@@ -171,7 +179,10 @@ impl ExecutionCache {
         let mut stored = record.clone();
         stored.percentile = None;
         self.sink.lock().expect("cache lock").write(&stored)?;
-        self.entries.lock().expect("cache lock").insert(record.key.clone(), stored);
+        self.entries
+            .lock()
+            .expect("cache lock")
+            .insert(record.key.clone(), stored);
         Ok(())
     }
 }
@@ -259,9 +270,15 @@ impl SolutionRunner {
         };
         if let Some(record) = self.cache.as_ref().and_then(|c| c.get(&key)) {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return with_percentile(ExecutionRecord { cached: true, ..record });
+            return with_percentile(ExecutionRecord {
+                cached: true,
+                ..record
+            });
         }
-        if self.sandbox.exposes(&task.dir.join(crate::task::files::ANSWERS)) {
+        if self
+            .sandbox
+            .exposes(&task.dir.join(crate::task::files::ANSWERS))
+        {
             return Err(Error::Build {
                 what: format!("sandbox for {}", task.id()),
                 message: format!(
@@ -270,8 +287,11 @@ impl SolutionRunner {
                 ),
             });
         }
-        let mut files: Vec<(String, JobFile)> =
-            task.public_files().into_iter().map(|(name, path)| (name, JobFile::Path(path))).collect();
+        let mut files: Vec<(String, JobFile)> = task
+            .public_files()
+            .into_iter()
+            .map(|(name, path)| (name, JobFile::Path(path)))
+            .collect();
         files.push((SOLUTION.into(), JobFile::Bytes(solution.as_bytes().into())));
         let job = Job {
             args: vec![SOLUTION.into()],
@@ -283,7 +303,12 @@ impl SolutionRunner {
         let report = self.sandbox.run(job).await?;
         self.runs.fetch_add(1, Ordering::Relaxed);
         let outcome = Outcome::from_report(task, &report);
-        tracing::debug!(task = task.id(), outcome = outcome.name(), wall_s = report.wall_time.as_secs_f64(), "executed");
+        tracing::debug!(
+            task = task.id(),
+            outcome = outcome.name(),
+            wall_s = report.wall_time.as_secs_f64(),
+            "executed"
+        );
         let record = ExecutionRecord {
             key,
             task: task.id().to_string(),
@@ -307,7 +332,8 @@ impl SolutionRunner {
             let (runner, task, solution) = (self.clone(), task.clone(), solution.clone());
             set.spawn(async move { (i, runner.run(&task, &solution).await) });
         }
-        let mut out: Vec<Option<Result<ExecutionRecord>>> = (0..items.len()).map(|_| None).collect();
+        let mut out: Vec<Option<Result<ExecutionRecord>>> =
+            (0..items.len()).map(|_| None).collect();
         while let Some(joined) = set.join_next().await {
             match joined {
                 Ok((i, result)) => out[i] = Some(result),
@@ -315,7 +341,14 @@ impl SolutionRunner {
             }
         }
         out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::Build { what: "execution".into(), message: "task panicked".into() })))
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(Error::Build {
+                        what: "execution".into(),
+                        message: "task panicked".into(),
+                    })
+                })
+            })
             .collect()
     }
 }

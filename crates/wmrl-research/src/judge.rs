@@ -53,7 +53,11 @@ pub struct JudgeConfig {
 impl Default for JudgeConfig {
     fn default() -> Self {
         Self {
-            endpoint: EndpointConfig { temperature: 0.0, max_tokens: 64, ..EndpointConfig::default() },
+            endpoint: EndpointConfig {
+                temperature: 0.0,
+                max_tokens: 64,
+                ..EndpointConfig::default()
+            },
             fallback: 0.5,
             pending_path: PathBuf::from("pending_judge_batches.jsonl"),
         }
@@ -80,19 +84,23 @@ pub fn parse_percentile(reply: &str) -> Option<f64> {
     let mut start = 0;
     while let Some(open) = reply[start..].find('{') {
         let open = start + open;
-        if let Some(close) = reply[open..].find('}') {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&reply[open..=open + close]) {
-                if let Some(x) = value.get("percentile").and_then(serde_json::Value::as_f64) {
-                    return valid(x);
-                }
-            }
+        if let Some(close) = reply[open..].find('}')
+            && let Ok(value) =
+                serde_json::from_str::<serde_json::Value>(&reply[open..=open + close])
+            && let Some(x) = value.get("percentile").and_then(serde_json::Value::as_f64)
+        {
+            return valid(x);
         }
         start = open + 1;
     }
     // 2. A number after "percentile", 3. any number.
     let lower = reply.to_lowercase();
-    let after = lower.find("percentile").map_or(0, |i| i + "percentile".len());
-    first_number(&reply[after..]).or_else(|| first_number(reply)).and_then(valid)
+    let after = lower
+        .find("percentile")
+        .map_or(0, |i| i + "percentile".len());
+    first_number(&reply[after..])
+        .or_else(|| first_number(reply))
+        .and_then(valid)
 }
 
 fn first_number(text: &str) -> Option<f64> {
@@ -126,7 +134,12 @@ impl LlmJudge {
     /// A judge over `config.endpoint`.
     pub fn new(config: JudgeConfig) -> Self {
         let client = ChatClient::new(config.endpoint.clone());
-        Self { config, client, malformed: AtomicU64::new(0), calls: AtomicU64::new(0) }
+        Self {
+            config,
+            client,
+            malformed: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+        }
     }
 
     /// Replies that stayed malformed (scored `fallback`).
@@ -140,7 +153,10 @@ impl LlmJudge {
     }
 
     fn judge_one(&self, task: &Task, solution: &str, seed: u64) -> Result<f64> {
-        let messages = [Message::system(SYSTEM_PROMPT), Message::user(prompt(task, solution))];
+        let messages = [
+            Message::system(SYSTEM_PROMPT),
+            Message::user(prompt(task, solution)),
+        ];
         for attempt in 0..2 {
             let reply = self.client.complete(&messages, Some(seed + attempt))?;
             if let Some(p) = parse_percentile(&reply) {
@@ -164,9 +180,11 @@ impl LlmJudge {
 impl TextScorer for LlmJudge {
     fn score(&mut self, items: &[(&Task, &str)]) -> Result<Vec<f64>> {
         let seeded: Vec<(usize, &(&Task, &str))> = items.iter().enumerate().collect();
-        let results = parallel_map(&seeded, self.config.endpoint.concurrency, |(i, (task, text))| {
-            self.judge_one(task, text, *i as u64 * 2)
-        });
+        let results = parallel_map(
+            &seeded,
+            self.config.endpoint.concurrency,
+            |(i, (task, text))| self.judge_one(task, text, *i as u64 * 2),
+        );
         self.calls.fetch_add(items.len() as u64, Ordering::Relaxed);
         let mut scores = Vec::with_capacity(items.len());
         for r in results {
@@ -176,7 +194,11 @@ impl TextScorer for LlmJudge {
                     self.save_pending(items, &e)?;
                     return Err(Error::Build {
                         what: "judge".into(),
-                        message: format!("{e}; the batch of {} solutions was saved to {}", items.len(), self.config.pending_path.display()),
+                        message: format!(
+                            "{e}; the batch of {} solutions was saved to {}",
+                            items.len(),
+                            self.config.pending_path.display()
+                        ),
                     });
                 }
             }
@@ -192,8 +214,14 @@ mod tests {
     #[test]
     fn percentiles_are_parsed_from_json_text_or_rejected() {
         assert_eq!(parse_percentile("{\"percentile\": 73}"), Some(73.0));
-        assert_eq!(parse_percentile("Sure! ```json\n{\"percentile\": 12.5}\n```"), Some(12.5));
-        assert_eq!(parse_percentile("I estimate the percentile at 40 (maybe 50)."), Some(40.0));
+        assert_eq!(
+            parse_percentile("Sure! ```json\n{\"percentile\": 12.5}\n```"),
+            Some(12.5)
+        );
+        assert_eq!(
+            parse_percentile("I estimate the percentile at 40 (maybe 50)."),
+            Some(40.0)
+        );
         assert_eq!(parse_percentile("Around 64"), Some(64.0));
         assert_eq!(parse_percentile("{\"percentile\": 140}"), None);
         assert_eq!(parse_percentile("{\"percentile\": -3}"), None);

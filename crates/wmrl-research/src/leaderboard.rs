@@ -43,7 +43,11 @@ pub struct Leaderboard {
 impl Leaderboard {
     /// A leaderboard from entries in any order (sorted best first).
     pub fn new(mut entries: Vec<Entry>, direction: Direction) -> Self {
-        let sign = if direction == Direction::Higher { -1.0 } else { 1.0 };
+        let sign = if direction == Direction::Higher {
+            -1.0
+        } else {
+            1.0
+        };
         entries.sort_by(|a, b| (sign * a.score).total_cmp(&(sign * b.score)));
         Self { entries, direction }
     }
@@ -56,22 +60,38 @@ impl Leaderboard {
             return Err(Error::BadFile {
                 path: path.to_path_buf(),
                 line: 1,
-                message: format!("header is `{}`; expected `name,score`", headers.iter().collect::<Vec<_>>().join(",")),
+                message: format!(
+                    "header is `{}`; expected `name,score`",
+                    headers.iter().collect::<Vec<_>>().join(",")
+                ),
             });
         }
         let mut entries = Vec::new();
         for (i, record) in reader.records().enumerate() {
             let record = record.map_err(|e| Error::csv(path, e))?;
             let line = i + 2;
-            let score: f64 = record.get(1).unwrap_or("").trim().parse().map_err(|_| Error::BadFile {
-                path: path.to_path_buf(),
-                line,
-                message: format!("score `{}` is not a number", record.get(1).unwrap_or("")),
-            })?;
+            let score: f64 =
+                record
+                    .get(1)
+                    .unwrap_or("")
+                    .trim()
+                    .parse()
+                    .map_err(|_| Error::BadFile {
+                        path: path.to_path_buf(),
+                        line,
+                        message: format!("score `{}` is not a number", record.get(1).unwrap_or("")),
+                    })?;
             if !score.is_finite() {
-                return Err(Error::BadFile { path: path.to_path_buf(), line, message: "score is not finite".into() });
+                return Err(Error::BadFile {
+                    path: path.to_path_buf(),
+                    line,
+                    message: "score is not finite".into(),
+                });
             }
-            entries.push(Entry { name: record.get(0).unwrap_or("").to_string(), score });
+            entries.push(Entry {
+                name: record.get(0).unwrap_or("").to_string(),
+                score,
+            });
         }
         if entries.len() < 2 {
             return Err(Error::BadFile {
@@ -93,7 +113,11 @@ impl Leaderboard {
     }
 
     fn goodness(&self, score: f64) -> f64 {
-        if self.direction == Direction::Higher { score } else { -score }
+        if self.direction == Direction::Higher {
+            score
+        } else {
+            -score
+        }
     }
 
     /// The percentile in [0, 1] of `score` (see the module docs); NaN maps to 0.
@@ -103,9 +127,17 @@ impl Leaderboard {
         }
         let n = self.entries.len();
         if n == 1 {
-            return if self.goodness(score) >= self.goodness(self.entries[0].score) { 1.0 } else { 0.0 };
+            return if self.goodness(score) >= self.goodness(self.entries[0].score) {
+                1.0
+            } else {
+                0.0
+            };
         }
-        let mut g: Vec<f64> = self.entries.iter().map(|e| self.goodness(e.score)).collect();
+        let mut g: Vec<f64> = self
+            .entries
+            .iter()
+            .map(|e| self.goodness(e.score))
+            .collect();
         g.sort_by(f64::total_cmp);
         // Distinct goodness values with the mean rank percentile of their ties.
         let mut points: Vec<(f64, f64)> = Vec::new();
@@ -144,7 +176,14 @@ mod tests {
 
     fn board(scores: &[f64], direction: Direction) -> Leaderboard {
         Leaderboard::new(
-            scores.iter().enumerate().map(|(i, &score)| Entry { name: format!("r{i}"), score }).collect(),
+            scores
+                .iter()
+                .enumerate()
+                .map(|(i, &score)| Entry {
+                    name: format!("r{i}"),
+                    score,
+                })
+                .collect(),
             direction,
         )
     }

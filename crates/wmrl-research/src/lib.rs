@@ -111,7 +111,11 @@ pub enum Error {
 impl Error {
     pub(crate) fn csv(path: &Path, err: csv::Error) -> Self {
         let line = err.position().map_or(0, |p| p.line() as usize);
-        Error::BadFile { path: path.to_path_buf(), line, message: err.to_string() }
+        Error::BadFile {
+            path: path.to_path_buf(),
+            line,
+            message: err.to_string(),
+        }
     }
 }
 

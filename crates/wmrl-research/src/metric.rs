@@ -64,7 +64,13 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric.
-    pub const ALL: [Metric; 5] = [Metric::Accuracy, Metric::MacroF1, Metric::RocAuc, Metric::Rmse, Metric::Mae];
+    pub const ALL: [Metric; 5] = [
+        Metric::Accuracy,
+        Metric::MacroF1,
+        Metric::RocAuc,
+        Metric::Rmse,
+        Metric::Mae,
+    ];
 
     /// The name used in task files.
     pub fn name(self) -> &'static str {
@@ -98,10 +104,18 @@ impl Metric {
     /// Labels are compared as strings; probabilities and values as numbers;
     /// for ROC-AUC `truth` holds labels and `positive` names the positive class.
     pub fn score(self, truth: &[String], predicted: &[String], positive: Option<&str>) -> f64 {
-        let num = |v: &[String]| -> Vec<f64> { v.iter().map(|s| s.trim().parse().unwrap_or(f64::NAN)).collect() };
+        let num = |v: &[String]| -> Vec<f64> {
+            v.iter()
+                .map(|s| s.trim().parse().unwrap_or(f64::NAN))
+                .collect()
+        };
         match self {
             Metric::Accuracy => {
-                let hits = truth.iter().zip(predicted).filter(|(t, p)| t.trim() == p.trim()).count();
+                let hits = truth
+                    .iter()
+                    .zip(predicted)
+                    .filter(|(t, p)| t.trim() == p.trim())
+                    .count();
                 hits as f64 / truth.len().max(1) as f64
             }
             Metric::MacroF1 => macro_f1(truth, predicted),
@@ -112,7 +126,8 @@ impl Metric {
             }
             Metric::Rmse => {
                 let (t, p) = (num(truth), num(predicted));
-                let mse = t.iter().zip(&p).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / t.len().max(1) as f64;
+                let mse = t.iter().zip(&p).map(|(a, b)| (a - b).powi(2)).sum::<f64>()
+                    / t.len().max(1) as f64;
                 mse.sqrt()
             }
             Metric::Mae => {
@@ -133,10 +148,13 @@ impl FromStr for Metric {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Metric::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown metric `{s}`; expected one of {}", names.join(", "))
-        })
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown metric `{s}`; expected one of {}", names.join(", "))
+            })
     }
 }
 
@@ -157,7 +175,11 @@ fn macro_f1(truth: &[String], predicted: &[String]) -> f64 {
             }
         }
         let denominator = 2 * tp + fp + fneg;
-        total += if denominator == 0 { 0.0 } else { 2.0 * tp as f64 / denominator as f64 };
+        total += if denominator == 0 {
+            0.0
+        } else {
+            2.0 * tp as f64 / denominator as f64
+        };
     }
     total / classes.len() as f64
 }
@@ -185,7 +207,12 @@ pub fn roc_auc(labels: &[bool], scores: &[f64]) -> f64 {
         }
         i = j + 1;
     }
-    let rank_sum: f64 = labels.iter().zip(&ranks).filter(|(l, _)| **l).map(|(_, r)| r).sum();
+    let rank_sum: f64 = labels
+        .iter()
+        .zip(&ranks)
+        .filter(|(l, _)| **l)
+        .map(|(_, r)| r)
+        .sum();
     (rank_sum - (n_pos * (n_pos + 1)) as f64 / 2.0) / (n_pos as f64 * n_neg as f64)
 }
 
@@ -200,16 +227,26 @@ mod tests {
     #[test]
     fn metrics_match_hand_computed_values() {
         let t = s(&["0", "1", "1", "2"]);
-        assert_eq!(Metric::Accuracy.score(&t, &s(&["0", "1", "2", "2"]), None), 0.75);
+        assert_eq!(
+            Metric::Accuracy.score(&t, &s(&["0", "1", "2", "2"]), None),
+            0.75
+        );
         // Per class F1: 0 → 1, 1 → 2/3, 2 → 2/3.
         let f1 = Metric::MacroF1.score(&t, &s(&["0", "1", "2", "2"]), None);
         assert!((f1 - (1.0 + 2.0 / 3.0 + 2.0 / 3.0) / 3.0).abs() < 1e-12);
-        let auc = Metric::RocAuc.score(&s(&["0", "0", "1", "1"]), &s(&["0.1", "0.4", "0.35", "0.8"]), Some("1"));
+        let auc = Metric::RocAuc.score(
+            &s(&["0", "0", "1", "1"]),
+            &s(&["0.1", "0.4", "0.35", "0.8"]),
+            Some("1"),
+        );
         assert!((auc - 0.75).abs() < 1e-12);
         assert_eq!(roc_auc(&[false, true], &[0.5, 0.5]), 0.5);
         let rmse = Metric::Rmse.score(&s(&["1", "2"]), &s(&["2", "4"]), None);
         assert!((rmse - (2.5f64).sqrt()).abs() < 1e-12);
-        assert_eq!(Metric::Mae.score(&s(&["1", "2"]), &s(&["2", "4"]), None), 1.5);
+        assert_eq!(
+            Metric::Mae.score(&s(&["1", "2"]), &s(&["2", "4"]), None),
+            1.5
+        );
     }
 
     #[test]

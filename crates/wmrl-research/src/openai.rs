@@ -71,12 +71,18 @@ pub struct Message {
 impl Message {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self { role: "system".into(), content: content.into() }
+        Self {
+            role: "system".into(),
+            content: content.into(),
+        }
     }
 
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: "user".into(), content: content.into() }
+        Self {
+            role: "user".into(),
+            content: content.into(),
+        }
     }
 }
 
@@ -125,7 +131,8 @@ impl ChatClient {
         let mut last = String::new();
         for attempt in 0..=self.config.retries {
             if attempt > 0 {
-                let wait = (self.config.backoff_s * 2f64.powi(attempt as i32 - 1)).min(self.config.backoff_max_s);
+                let wait = (self.config.backoff_s * 2f64.powi(attempt as i32 - 1))
+                    .min(self.config.backoff_max_s);
                 tracing::warn!(url = %self.url, attempt, wait_s = wait, error = %last, "endpoint request failed; retrying");
                 std::thread::sleep(Duration::from_secs_f64(wait.max(0.0)));
             }
@@ -133,33 +140,58 @@ impl ChatClient {
                 Ok(text) => return Ok(text),
                 Err(Failure::Retryable(e)) => last = e,
                 Err(Failure::Fatal(e)) => {
-                    return Err(Error::Endpoint { url: self.url.clone(), attempts: attempt + 1, message: e });
+                    return Err(Error::Endpoint {
+                        url: self.url.clone(),
+                        attempts: attempt + 1,
+                        message: e,
+                    });
                 }
             }
         }
-        Err(Error::Endpoint { url: self.url.clone(), attempts: self.config.retries + 1, message: last })
+        Err(Error::Endpoint {
+            url: self.url.clone(),
+            attempts: self.config.retries + 1,
+            message: last,
+        })
     }
 
     fn attempt(&self, body: &str) -> std::result::Result<String, Failure> {
-        let mut request = self.agent.post(&self.url).header("Content-Type", "application/json");
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json");
         if let Ok(key) = std::env::var(&self.config.api_key_env) {
             request = request.header("Authorization", &format!("Bearer {key}"));
         }
-        let mut response = request.send(body).map_err(|e| Failure::Retryable(e.to_string()))?;
+        let mut response = request
+            .send(body)
+            .map_err(|e| Failure::Retryable(e.to_string()))?;
         let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().map_err(|e| Failure::Retryable(e.to_string()))?;
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Failure::Retryable(e.to_string()))?;
         if status == 429 || status >= 500 {
-            return Err(Failure::Retryable(format!("HTTP {status}: {}", snippet(&text))));
+            return Err(Failure::Retryable(format!(
+                "HTTP {status}: {}",
+                snippet(&text)
+            )));
         }
         if status >= 400 {
             return Err(Failure::Fatal(format!("HTTP {status}: {}", snippet(&text))));
         }
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Failure::Retryable(format!("reply is not JSON ({e}): {}", snippet(&text))))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Failure::Retryable(format!("reply is not JSON ({e}): {}", snippet(&text)))
+        })?;
         value["choices"][0]["message"]["content"]
             .as_str()
             .map(str::to_string)
-            .ok_or_else(|| Failure::Retryable(format!("reply has no choices[0].message.content: {}", snippet(&text))))
+            .ok_or_else(|| {
+                Failure::Retryable(format!(
+                    "reply has no choices[0].message.content: {}",
+                    snippet(&text)
+                ))
+            })
     }
 }
 
@@ -174,7 +206,8 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..concurrency.clamp(1, items.len().max(1)) {
             scope.spawn(|| {
@@ -189,5 +222,12 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(
             });
         }
     });
-    results.into_iter().map(|m| m.into_inner().expect("result lock").expect("every item ran")).collect()
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("result lock")
+                .expect("every item ran")
+        })
+        .collect()
 }

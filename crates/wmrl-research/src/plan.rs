@@ -52,8 +52,12 @@ pub enum Family {
 
 impl Preprocessing {
     /// Every option, in action-index order.
-    pub const ALL: [Preprocessing; 4] =
-        [Preprocessing::None, Preprocessing::Standard, Preprocessing::MinMax, Preprocessing::Quantile];
+    pub const ALL: [Preprocessing; 4] = [
+        Preprocessing::None,
+        Preprocessing::Standard,
+        Preprocessing::MinMax,
+        Preprocessing::Quantile,
+    ];
 }
 
 impl Family {
@@ -78,7 +82,11 @@ impl Family {
             Family::Linear if regression => {
                 format!("alpha={}", ["100.0", "10.0", "1.0", "0.01"][c])
             }
-            Family::Linear => format!("C={}, max_iter={}", ["0.001", "0.03", "1.0", "30.0"][c], [20, 100, 500, 2000][r]),
+            Family::Linear => format!(
+                "C={}, max_iter={}",
+                ["0.001", "0.03", "1.0", "30.0"][c],
+                [20, 100, 500, 2000][r]
+            ),
             Family::Knn => format!(
                 "n_neighbors={}, weights={:?}, p={}",
                 [50, 15, 5, 1][c],
@@ -100,7 +108,11 @@ impl Family {
                 [20, 50, 100, 200][c],
                 ["0.3", "0.1", "0.05", "0.01"][r]
             ),
-            Family::Svm => format!("C={}, gamma={}", ["0.1", "1.0", "10.0", "100.0"][c], ["'scale'", "0.001", "0.01", "0.1"][r]),
+            Family::Svm => format!(
+                "C={}, gamma={}",
+                ["0.1", "1.0", "10.0", "100.0"][c],
+                ["'scale'", "0.001", "0.01", "0.1"][r]
+            ),
         }
     }
 
@@ -157,8 +169,14 @@ impl Plan {
     /// The action indices of this plan.
     pub fn indices(&self) -> [usize; 4] {
         [
-            Preprocessing::ALL.iter().position(|p| *p == self.preprocessing).expect("listed"),
-            Family::ALL.iter().position(|f| *f == self.family).expect("listed"),
+            Preprocessing::ALL
+                .iter()
+                .position(|p| *p == self.preprocessing)
+                .expect("listed"),
+            Family::ALL
+                .iter()
+                .position(|f| *f == self.family)
+                .expect("listed"),
             self.capacity as usize,
             self.regularisation as usize,
         ]
@@ -170,9 +188,18 @@ impl Plan {
         let regression = kind == TargetKind::Value;
         let probability = kind == TargetKind::Probability;
         let (module, class) = self.family.estimator(regression);
-        let mut args = self.family.hyperparameters(self.capacity, self.regularisation, regression);
+        let mut args = self
+            .family
+            .hyperparameters(self.capacity, self.regularisation, regression);
         if self.family == Family::Constant && !regression {
-            args = format!("strategy={:?}", if probability { "prior" } else { "most_frequent" });
+            args = format!(
+                "strategy={:?}",
+                if probability {
+                    "prior"
+                } else {
+                    "most_frequent"
+                }
+            );
         }
         let (pre_import, pre_step) = match self.preprocessing {
             Preprocessing::None => (String::new(), String::new()),
@@ -185,9 +212,18 @@ impl Plan {
         };
         let id = &task.spec.id_column;
         let target = &task.spec.target_column;
-        let y_convert = if regression { "y = np.array([float(r[target_col]) for r in rows])" } else { "y = np.array([r[target_col] for r in rows])" };
+        let y_convert = if regression {
+            "y = np.array([float(r[target_col]) for r in rows])"
+        } else {
+            "y = np.array([r[target_col] for r in rows])"
+        };
         let predict = if probability {
-            let positive = task.spec.classes.get(1).cloned().unwrap_or_else(|| "1".into());
+            let positive = task
+                .spec
+                .classes
+                .get(1)
+                .cloned()
+                .unwrap_or_else(|| "1".into());
             format!(
                 "positive = {positive:?}\n\
                  if hasattr(model, 'predict_proba'):\n    \

@@ -48,7 +48,14 @@ pub struct PlanPolicyConfig {
 
 impl Default for PlanPolicyConfig {
     fn default() -> Self {
-        Self { hidden: 32, learning_rate: 0.03, clip: 0.2, epochs: 4, entropy: 0.001, seed: 0 }
+        Self {
+            hidden: 32,
+            learning_rate: 0.03,
+            clip: 0.2,
+            epochs: 4,
+            entropy: 0.001,
+            seed: 0,
+        }
     }
 }
 
@@ -77,7 +84,10 @@ pub struct PlanPolicy {
 
 impl std::fmt::Debug for PlanPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlanPolicy").field("config", &self.config).field("tasks", &self.tasks).finish()
+        f.debug_struct("PlanPolicy")
+            .field("config", &self.config)
+            .field("tasks", &self.tasks)
+            .finish()
     }
 }
 
@@ -95,16 +105,35 @@ impl PlanPolicy {
         tch::manual_seed(config.seed as i64);
         let vs = nn::VarStore::new(device);
         let root = vs.root();
-        let small = nn::LinearConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: 0.01 }, ..Default::default() };
+        let small = nn::LinearConfig {
+            ws_init: nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.01,
+            },
+            ..Default::default()
+        };
         let h = config.hidden;
         let trunk = nn::linear(&root / "trunk", tasks as i64, h, Default::default());
         let pre = nn::linear(&root / "pre", h, Plan::HEADS[0] as i64, small);
         let family = nn::linear(&root / "family", h, FAMILIES, small);
-        let capacity = nn::linear(&root / "capacity", h + FAMILIES, Plan::HEADS[2] as i64, small);
-        let regularisation = nn::linear(&root / "regularisation", h + FAMILIES, Plan::HEADS[3] as i64, small);
+        let capacity = nn::linear(
+            &root / "capacity",
+            h + FAMILIES,
+            Plan::HEADS[2] as i64,
+            small,
+        );
+        let regularisation = nn::linear(
+            &root / "regularisation",
+            h + FAMILIES,
+            Plan::HEADS[3] as i64,
+            small,
+        );
         let optimizer = nn::Adam::default()
             .build(&vs, config.learning_rate)
-            .map_err(|e| Error::Build { what: "policy optimiser".into(), message: e.to_string() })?;
+            .map_err(|e| Error::Build {
+                what: "policy optimiser".into(),
+                message: e.to_string(),
+            })?;
         let mut policy = Self {
             config,
             tasks,
@@ -130,7 +159,13 @@ impl PlanPolicy {
 
     fn with_family(&self, trunk: &Tensor, families: &[i64]) -> Tensor {
         let index = Tensor::from_slice(families).to_device(self.vs.device());
-        Tensor::cat(&[trunk.shallow_clone(), index.one_hot(FAMILIES).to_kind(Kind::Float)], 1)
+        Tensor::cat(
+            &[
+                trunk.shallow_clone(),
+                index.one_hot(FAMILIES).to_kind(Kind::Float),
+            ],
+            1,
+        )
     }
 
     fn heads(&self, tasks: &[i64], actions: &[[usize; 4]]) -> Heads {
@@ -160,7 +195,9 @@ impl PlanPolicy {
         let to_vec = |t: Tensor| -> Vec<Vec<f64>> {
             let t = t.to_kind(Kind::Double).to_device(Device::Cpu);
             let rows = t.size()[0];
-            (0..rows).map(|r| Vec::<f64>::try_from(t.get(r)).expect("1-d row")).collect()
+            (0..rows)
+                .map(|r| Vec::<f64>::try_from(t.get(r)).expect("1-d row"))
+                .collect()
         };
         let table = tch::no_grad(|| {
             let all: Vec<i64> = (0..self.tasks as i64).collect();
@@ -175,8 +212,14 @@ impl PlanPolicy {
                     TaskTable {
                         pre: pre[t].clone(),
                         family: family[t].clone(),
-                        capacity: to_vec(self.capacity.forward(&conditioned).softmax(-1, Kind::Float)),
-                        regularisation: to_vec(self.regularisation.forward(&conditioned).softmax(-1, Kind::Float)),
+                        capacity: to_vec(
+                            self.capacity.forward(&conditioned).softmax(-1, Kind::Float),
+                        ),
+                        regularisation: to_vec(
+                            self.regularisation
+                                .forward(&conditioned)
+                                .softmax(-1, Kind::Float),
+                        ),
                     }
                 })
                 .collect()
@@ -212,10 +255,20 @@ impl PlanPolicy {
 
     /// The most probable plan of a task (field by field).
     pub fn greedy(&self, task: usize) -> Plan {
-        let argmax = |p: &[f64]| p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+        let argmax = |p: &[f64]| {
+            p.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i)
+        };
         let t = &self.table[task];
         let family = argmax(&t.family);
-        Plan::from_indices([argmax(&t.pre), family, argmax(&t.capacity[family]), argmax(&t.regularisation[family])])
+        Plan::from_indices([
+            argmax(&t.pre),
+            family,
+            argmax(&t.capacity[family]),
+            argmax(&t.regularisation[family]),
+        ])
     }
 
     /// Probability of each family for each task (for logs).
@@ -225,23 +278,31 @@ impl PlanPolicy {
 
     /// One clipped-surrogate update; returns the mean loss over epochs.
     pub fn update(&mut self, samples: &[(usize, [usize; 4], f64, f64, f64)]) -> f64 {
-        let used: Vec<_> = samples.iter().filter(|s| s.4 != 0.0 && s.3 != 0.0).copied().collect();
+        let used: Vec<_> = samples
+            .iter()
+            .filter(|s| s.4 != 0.0 && s.3 != 0.0)
+            .copied()
+            .collect();
         if used.is_empty() {
             return 0.0;
         }
         let device = self.vs.device();
         let tasks: Vec<i64> = used.iter().map(|s| s.0 as i64).collect();
         let actions: Vec<[usize; 4]> = used.iter().map(|s| s.1).collect();
-        let old = Tensor::from_slice(&used.iter().map(|s| s.2 as f32).collect::<Vec<_>>()).to_device(device);
-        let adv = Tensor::from_slice(&used.iter().map(|s| s.3 as f32).collect::<Vec<_>>()).to_device(device);
-        let weight = Tensor::from_slice(&used.iter().map(|s| s.4 as f32).collect::<Vec<_>>()).to_device(device);
+        let old = Tensor::from_slice(&used.iter().map(|s| s.2 as f32).collect::<Vec<_>>())
+            .to_device(device);
+        let adv = Tensor::from_slice(&used.iter().map(|s| s.3 as f32).collect::<Vec<_>>())
+            .to_device(device);
+        let weight = Tensor::from_slice(&used.iter().map(|s| s.4 as f32).collect::<Vec<_>>())
+            .to_device(device);
         let eps = self.config.clip;
         let mut total = 0.0;
         for _ in 0..self.config.epochs {
             let heads = self.heads(&tasks, &actions);
             let ratio = (&heads.log_prob - &old).exp();
             let surrogate = (&ratio * &adv).minimum(&(ratio.clamp(1.0 - eps, 1.0 + eps) * &adv));
-            let loss = -(&weight * surrogate).sum(Kind::Float) - heads.entropy.mean(Kind::Float) * self.config.entropy;
+            let loss = -(&weight * surrogate).sum(Kind::Float)
+                - heads.entropy.mean(Kind::Float) * self.config.entropy;
             self.optimizer.backward_step(&loss);
             total += loss.double_value(&[]);
         }
@@ -251,14 +312,18 @@ impl PlanPolicy {
 
     /// Saves the weights (safetensors).
     pub fn save(&self, path: &Path) -> Result<()> {
-        self.vs.save(path).map_err(|e| Error::Build { what: format!("saving {}", path.display()), message: e.to_string() })
+        self.vs.save(path).map_err(|e| Error::Build {
+            what: format!("saving {}", path.display()),
+            message: e.to_string(),
+        })
     }
 
     /// Loads weights saved by [`PlanPolicy::save`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
-        self.vs
-            .load(path)
-            .map_err(|e| Error::Build { what: format!("loading {}", path.display()), message: e.to_string() })?;
+        self.vs.load(path).map_err(|e| Error::Build {
+            what: format!("loading {}", path.display()),
+            message: e.to_string(),
+        })?;
         self.refresh_table();
         Ok(())
     }
@@ -268,7 +333,15 @@ impl SolutionSampler for PlanPolicy {
     fn sample(&self, tasks: &[Arc<Task>], task: usize, seed: u64) -> Result<Solution> {
         let (actions, log_prob) = self.sample_actions(task, seed);
         let plan = Plan::from_indices(actions);
-        Ok(Solution { task, text: plan.render(&tasks[task]), plan: Some(plan), actions: Some(actions), log_prob, prompt: None, completion: None })
+        Ok(Solution {
+            task,
+            text: plan.render(&tasks[task]),
+            plan: Some(plan),
+            actions: Some(actions),
+            log_prob,
+            prompt: None,
+            completion: None,
+        })
     }
 }
 
@@ -281,11 +354,22 @@ impl Policy<ResearchAdapter> for PlanPolicy {
             .iter()
             .filter_map(|s| {
                 let actions = s.rollout.actions?;
-                Some((s.rollout.task, actions, s.rollout.log_prob, s.signal.advantage, s.signal.loss_weight))
+                Some((
+                    s.rollout.task,
+                    actions,
+                    s.rollout.log_prob,
+                    s.signal.advantage,
+                    s.signal.loss_weight,
+                ))
             })
             .collect();
         let loss = self.update(&samples);
-        tracing::debug!(step = batch.step, samples = samples.len(), loss, "policy updated");
+        tracing::debug!(
+            step = batch.step,
+            samples = samples.len(),
+            loss,
+            "policy updated"
+        );
         Ok(())
     }
 }
@@ -296,7 +380,15 @@ mod tests {
 
     #[test]
     fn sampling_is_deterministic_and_updates_move_probability_mass() {
-        let mut policy = PlanPolicy::new(2, PlanPolicyConfig { learning_rate: 0.1, ..Default::default() }, Device::Cpu).unwrap();
+        let mut policy = PlanPolicy::new(
+            2,
+            PlanPolicyConfig {
+                learning_rate: 0.1,
+                ..Default::default()
+            },
+            Device::Cpu,
+        )
+        .unwrap();
         assert_eq!(policy.sample_actions(0, 7), policy.sample_actions(0, 7));
         let before = policy.family_probabilities()[0][4];
         // Reward family 4 on task 0 against the others.
@@ -309,7 +401,13 @@ mod tests {
                     + policy.table[0].family[a[1]].ln()
                     + policy.table[0].capacity[a[1]][a[2]].ln()
                     + policy.table[0].regularisation[a[1]][a[3]].ln();
-                (0, a, log_prob, if a[1] == 4 { 1.0 } else { -1.0 }, 1.0 / 64.0)
+                (
+                    0,
+                    a,
+                    log_prob,
+                    if a[1] == 4 { 1.0 } else { -1.0 },
+                    1.0 / 64.0,
+                )
             })
             .collect();
         for _ in 0..5 {

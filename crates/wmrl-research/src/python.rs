@@ -21,7 +21,10 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
     }
     let venv = Path::new(".venv/bin/python");
     if venv.is_file() {
-        return std::path::absolute(venv).map_err(|source| Error::Io { path: venv.to_path_buf(), source });
+        return std::path::absolute(venv).map_err(|source| Error::Io {
+            path: venv.to_path_buf(),
+            source,
+        });
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path).map(|d| d.join("python3")).find(|p| p.is_file()).ok_or_else(|| Error::Build {
@@ -33,20 +36,32 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
 /// `sys.prefix` and `sys.base_prefix` of `python`.
 pub fn prefixes(python: &Path) -> Result<Vec<PathBuf>> {
     let output = std::process::Command::new(python)
-        .args(["-c", "import sys; print(sys.prefix); print(sys.base_prefix)"])
+        .args([
+            "-c",
+            "import sys; print(sys.prefix); print(sys.base_prefix)",
+        ])
         .output()
-        .map_err(|source| Error::Io { path: python.to_path_buf(), source })?;
+        .map_err(|source| Error::Io {
+            path: python.to_path_buf(),
+            source,
+        })?;
     if !output.status.success() {
         return Err(Error::Build {
             what: "python".into(),
             message: format!(
                 "{} does not run ({})",
                 python.display(),
-                String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+                String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
             ),
         });
     }
-    Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .collect())
 }
 
 /// Checks that `python` imports numpy and scikit-learn (what solutions use).
@@ -54,7 +69,10 @@ pub fn check_packages(python: &Path) -> Result<()> {
     let output = std::process::Command::new(python)
         .args(["-c", "import numpy, sklearn"])
         .output()
-        .map_err(|source| Error::Io { path: python.to_path_buf(), source })?;
+        .map_err(|source| Error::Io {
+            path: python.to_path_buf(),
+            source,
+        })?;
     if output.status.success() {
         return Ok(());
     }
@@ -64,7 +82,10 @@ pub fn check_packages(python: &Path) -> Result<()> {
             "{} cannot import numpy and scikit-learn ({}); install xtask/python-requirements.txt into it \
              (`cargo xtask` does)",
             python.display(),
-            String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         ),
     })
 }

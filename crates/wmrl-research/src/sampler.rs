@@ -101,7 +101,11 @@ impl EndpointPolicy {
     /// A policy sampling from `endpoint` for the adapter's tasks, exporting
     /// batches to `export` (JSONL, appended).
     pub fn new(endpoint: EndpointConfig, export: &Path, adapter: &ResearchAdapter) -> Self {
-        Self { client: ChatClient::new(endpoint), export: export.to_path_buf(), tasks: adapter.tasks().clone() }
+        Self {
+            client: ChatClient::new(endpoint),
+            export: export.to_path_buf(),
+            tasks: adapter.tasks().clone(),
+        }
     }
 
     fn pending_path(&self) -> PathBuf {
@@ -117,11 +121,21 @@ impl SolutionSampler for EndpointPolicy {
     }
 
     fn sample_many(&self, tasks: &[Arc<Task>], requests: &[(usize, u64)]) -> Result<Vec<Solution>> {
-        let replies = parallel_map(requests, self.client.config().concurrency, |&(task, seed)| {
-            let prompt = solution_prompt(&tasks[task]);
-            let reply = self.client.complete(&[Message::system(SYSTEM_PROMPT), Message::user(prompt.clone())], Some(seed));
-            (prompt, reply)
-        });
+        let replies = parallel_map(
+            requests,
+            self.client.config().concurrency,
+            |&(task, seed)| {
+                let prompt = solution_prompt(&tasks[task]);
+                let reply = self.client.complete(
+                    &[
+                        Message::system(SYSTEM_PROMPT),
+                        Message::user(prompt.clone()),
+                    ],
+                    Some(seed),
+                );
+                (prompt, reply)
+            },
+        );
         let mut out = Vec::with_capacity(requests.len());
         let mut failed: Option<Error> = None;
         let mut pending = Vec::new();
@@ -150,7 +164,11 @@ impl SolutionSampler for EndpointPolicy {
             }
             return Err(Error::Build {
                 what: "endpoint policy".into(),
-                message: format!("{e}; {} unanswered requests saved to {}", pending.len(), path.display()),
+                message: format!(
+                    "{e}; {} unanswered requests saved to {}",
+                    pending.len(),
+                    path.display()
+                ),
             });
         }
         Ok(out)

@@ -17,11 +17,25 @@ pub type Invalid = String;
 /// Parses, validates and scores `bytes` as a submission for `task`.
 pub fn score_submission(task: &Task, bytes: &[u8]) -> Result<f64, Invalid> {
     let predicted = validate(task, bytes)?;
-    let truth: Vec<String> =
-        task.test_ids.iter().map(|id| task.answer(id).expect("answers cover the test ids").to_string()).collect();
+    let truth: Vec<String> = task
+        .test_ids
+        .iter()
+        .map(|id| {
+            task.answer(id)
+                .expect("answers cover the test ids")
+                .to_string()
+        })
+        .collect();
     let positive = task.spec.classes.get(1).map(String::as_str);
     let score = task.metric.score(&truth, &predicted, positive);
-    if score.is_finite() { Ok(score) } else { Err(format!("the {} of this submission is not finite", task.metric)) }
+    if score.is_finite() {
+        Ok(score)
+    } else {
+        Err(format!(
+            "the {} of this submission is not finite",
+            task.metric
+        ))
+    }
 }
 
 /// Returns the predictions in test-id order, or the first problem.
@@ -35,13 +49,20 @@ pub fn validate(task: &Task, bytes: &[u8]) -> Result<Vec<String>, Invalid> {
         .map(|h| h.trim().to_string())
         .collect();
     let column = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| format!("line 1: no `{name}` column in header `{}`", headers.join(",")))
+        headers.iter().position(|h| h == name).ok_or_else(|| {
+            format!(
+                "line 1: no `{name}` column in header `{}`",
+                headers.join(",")
+            )
+        })
     };
     let (id_col, target_col) = (column(&spec.id_column)?, column(&spec.target_column)?);
-    let expected: HashMap<&str, usize> = task.test_ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    let expected: HashMap<&str, usize> = task
+        .test_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
     let mut predicted: Vec<Option<String>> = vec![None; task.test_ids.len()];
     let kind = task.metric.target_kind();
     for (row, record) in reader.records().enumerate() {
@@ -55,12 +76,21 @@ pub fn validate(task: &Task, bytes: &[u8]) -> Result<Vec<String>, Invalid> {
         if predicted[slot].is_some() {
             return Err(format!("line {line}: id `{id}` appears twice"));
         }
-        predicted[slot] = Some(check_value(kind, &spec.classes, value).map_err(|m| format!("line {line}: {m}"))?);
+        predicted[slot] =
+            Some(check_value(kind, &spec.classes, value).map_err(|m| format!("line {line}: {m}"))?);
     }
-    let missing: Vec<&str> =
-        task.test_ids.iter().zip(&predicted).filter(|(_, p)| p.is_none()).map(|(id, _)| id.as_str()).collect();
+    let missing: Vec<&str> = task
+        .test_ids
+        .iter()
+        .zip(&predicted)
+        .filter(|(_, p)| p.is_none())
+        .map(|(id, _)| id.as_str())
+        .collect();
     if let Some(first) = missing.first() {
-        return Err(format!("{} test ids missing (first: `{first}`)", missing.len()));
+        return Err(format!(
+            "{} test ids missing (first: `{first}`)",
+            missing.len()
+        ));
     }
     Ok(predicted.into_iter().map(|p| p.expect("checked")).collect())
 }
@@ -73,12 +103,15 @@ fn check_value(kind: TargetKind, classes: &[String], value: &str) -> Result<Stri
             if classes.iter().any(|c| c == value) {
                 return Ok(value.to_string());
             }
-            if let Some(x) = number() {
-                if let Some(c) = classes.iter().find(|c| c.parse::<f64>().ok() == Some(x)) {
-                    return Ok(c.clone());
-                }
+            if let Some(x) = number()
+                && let Some(c) = classes.iter().find(|c| c.parse::<f64>().ok() == Some(x))
+            {
+                return Ok(c.clone());
             }
-            Err(format!("`{value}` is not a class label (expected one of {})", classes.join(", ")))
+            Err(format!(
+                "`{value}` is not a class label (expected one of {})",
+                classes.join(", ")
+            ))
         }
         TargetKind::Probability => match number() {
             Some(p) if (0.0..=1.0).contains(&p) => Ok(value.to_string()),
@@ -101,11 +134,34 @@ mod tests {
     #[test]
     fn values_are_checked_by_kind() {
         let classes = vec!["0".to_string(), "1".to_string()];
-        assert_eq!(check_value(TargetKind::Label, &classes, "1.0").unwrap(), "1");
-        assert!(check_value(TargetKind::Label, &classes, "2").unwrap_err().contains("not a class label"));
-        assert!(check_value(TargetKind::Probability, &classes, "nan").unwrap_err().contains("NaN"));
-        assert!(check_value(TargetKind::Probability, &classes, "1.5").unwrap_err().contains("outside"));
-        assert!(check_value(TargetKind::Value, &[], "inf").unwrap_err().contains("not finite"));
-        assert!(check_value(TargetKind::Value, &[], "abc").unwrap_err().contains("not a number"));
+        assert_eq!(
+            check_value(TargetKind::Label, &classes, "1.0").unwrap(),
+            "1"
+        );
+        assert!(
+            check_value(TargetKind::Label, &classes, "2")
+                .unwrap_err()
+                .contains("not a class label")
+        );
+        assert!(
+            check_value(TargetKind::Probability, &classes, "nan")
+                .unwrap_err()
+                .contains("NaN")
+        );
+        assert!(
+            check_value(TargetKind::Probability, &classes, "1.5")
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(
+            check_value(TargetKind::Value, &[], "inf")
+                .unwrap_err()
+                .contains("not finite")
+        );
+        assert!(
+            check_value(TargetKind::Value, &[], "abc")
+                .unwrap_err()
+                .contains("not a number")
+        );
     }
 }

@@ -119,10 +119,14 @@ pub const SUITES: [Suite; 1] = [SKLEARN_V1];
 
 /// Finds a suite by name.
 pub fn find_suite(name: &str) -> Result<Suite> {
-    SUITES.iter().copied().find(|s| s.name == name).ok_or_else(|| Error::UnknownSuite {
-        name: name.into(),
-        known: SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
-    })
+    SUITES
+        .iter()
+        .copied()
+        .find(|s| s.name == name)
+        .ok_or_else(|| Error::UnknownSuite {
+            name: name.into(),
+            known: SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 /// The default folder of built suites, under a repository or working folder.
@@ -134,7 +138,12 @@ pub fn default_cache(root: &Path) -> PathBuf {
 pub fn references() -> Vec<(&'static str, Plan)> {
     use Family::*;
     use Preprocessing as P;
-    let plan = |preprocessing, family, capacity, regularisation| Plan { preprocessing, family, capacity, regularisation };
+    let plan = |preprocessing, family, capacity, regularisation| Plan {
+        preprocessing,
+        family,
+        capacity,
+        regularisation,
+    };
     vec![
         ("constant", plan(P::None, Constant, 0, 0)),
         ("stump", plan(P::None, Tree, 0, 3)),
@@ -184,12 +193,18 @@ struct Generated {
 
 /// Generates the data of `tasks` into `dir` with `python` (skipping tasks already there).
 pub fn generate(python: &Path, dir: &Path, tasks: &[SuiteTask]) -> Result<()> {
-    let todo: Vec<&SuiteTask> = tasks.iter().filter(|t| !dir.join(t.id).join(files::SPEC).is_file()).collect();
+    let todo: Vec<&SuiteTask> = tasks
+        .iter()
+        .filter(|t| !dir.join(t.id).join(files::SPEC).is_file())
+        .collect();
     if todo.is_empty() {
         return Ok(());
     }
     let _span = tracing::info_span!("generate_tasks", tasks = todo.len()).entered();
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let specs: Vec<serde_json::Value> = todo
         .iter()
         .map(|t| {
@@ -206,7 +221,10 @@ pub fn generate(python: &Path, dir: &Path, tasks: &[SuiteTask]) -> Result<()> {
         .arg(serde_json::to_string(&specs).expect("json"))
         .arg(dir)
         .output()
-        .map_err(|source| Error::Io { path: python.to_path_buf(), source })?;
+        .map_err(|source| Error::Io {
+            path: python.to_path_buf(),
+            source,
+        })?;
     if !output.status.success() {
         return Err(Error::Build {
             what: "task data".into(),
@@ -218,11 +236,17 @@ pub fn generate(python: &Path, dir: &Path, tasks: &[SuiteTask]) -> Result<()> {
             ),
         });
     }
-    let generated: std::collections::HashMap<String, Generated> = serde_json::from_slice(&output.stdout)
-        .map_err(|e| Error::Build { what: "task data".into(), message: format!("generator output: {e}") })?;
+    let generated: std::collections::HashMap<String, Generated> =
+        serde_json::from_slice(&output.stdout).map_err(|e| Error::Build {
+            what: "task data".into(),
+            message: format!("generator output: {e}"),
+        })?;
     for task in todo {
         let task_dir = dir.join(task.id);
-        let classes = &generated.get(task.id).map(|g| g.classes.clone()).unwrap_or_default();
+        let classes = &generated
+            .get(task.id)
+            .map(|g| g.classes.clone())
+            .unwrap_or_default();
         let spec = crate::task::TaskSpec {
             id: task.id.into(),
             title: task.title.into(),
@@ -234,8 +258,14 @@ pub fn generate(python: &Path, dir: &Path, tasks: &[SuiteTask]) -> Result<()> {
         };
         let hidden = task_dir.join("hidden");
         std::fs::set_permissions(&hidden, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .map_err(|source| Error::Io { path: hidden, source })?;
-        wmrl_report::write_atomic(&task_dir.join(files::DESCRIPTION), description(task).as_bytes())?;
+            .map_err(|source| Error::Io {
+                path: hidden,
+                source,
+            })?;
+        wmrl_report::write_atomic(
+            &task_dir.join(files::DESCRIPTION),
+            description(task).as_bytes(),
+        )?;
         let toml = toml::to_string(&spec).expect("task spec serialises");
         wmrl_report::write_atomic(&task_dir.join(files::SPEC), toml.as_bytes())?;
     }
@@ -246,17 +276,30 @@ pub fn generate(python: &Path, dir: &Path, tasks: &[SuiteTask]) -> Result<()> {
 pub type Progress<'a> = &'a (dyn Fn(&str, &str, &Outcome) + Sync);
 
 /// Runs the reference solutions of every task lacking a leaderboard and writes it.
-pub async fn build_leaderboards(runner: &SolutionRunner, dirs: &[PathBuf], progress: Progress<'_>) -> Result<()> {
+pub async fn build_leaderboards(
+    runner: &SolutionRunner,
+    dirs: &[PathBuf],
+    progress: Progress<'_>,
+) -> Result<()> {
     for dir in dirs {
         let task = Arc::new(Task::load(dir)?);
         if task.leaderboard.is_some() {
             continue;
         }
-        tracing::info!(task = task.id(), "running reference solutions for the leaderboard");
+        tracing::info!(
+            task = task.id(),
+            "running reference solutions for the leaderboard"
+        );
         let refs = references();
-        let items: Vec<(Arc<Task>, String)> = refs.iter().map(|(_, plan)| (task.clone(), plan.render(&task))).collect();
+        let items: Vec<(Arc<Task>, String)> = refs
+            .iter()
+            .map(|(_, plan)| (task.clone(), plan.render(&task)))
+            .collect();
         let reference_dir = dir.join("references");
-        std::fs::create_dir_all(&reference_dir).map_err(|source| Error::Io { path: reference_dir.clone(), source })?;
+        std::fs::create_dir_all(&reference_dir).map_err(|source| Error::Io {
+            path: reference_dir.clone(),
+            source,
+        })?;
         let results = runner.run_batch(&items).await;
         let mut entries = Vec::new();
         for (((name, _), (_, text)), result) in refs.iter().zip(&items).zip(results) {
@@ -264,7 +307,10 @@ pub async fn build_leaderboards(runner: &SolutionRunner, dirs: &[PathBuf], progr
             progress(task.id(), name, &record.outcome);
             wmrl_report::write_atomic(&reference_dir.join(format!("{name}.py")), text.as_bytes())?;
             match record.outcome {
-                Outcome::Scored { score } => entries.push(Entry { name: name.to_string(), score }),
+                Outcome::Scored { score } => entries.push(Entry {
+                    name: name.to_string(),
+                    score,
+                }),
                 other => {
                     return Err(Error::Build {
                         what: format!("leaderboard of {}", task.id()),
@@ -280,5 +326,9 @@ pub async fn build_leaderboards(runner: &SolutionRunner, dirs: &[PathBuf], progr
 
 /// Loads a built suite's tasks in order.
 pub fn load(dir: &Path, suite: &Suite) -> Result<Vec<Task>> {
-    suite.tasks.iter().map(|t| Task::load(&dir.join(t.id))).collect()
+    suite
+        .tasks
+        .iter()
+        .map(|t| Task::load(&dir.join(t.id)))
+        .collect()
 }

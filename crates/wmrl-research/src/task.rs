@@ -91,26 +91,49 @@ pub struct Task {
 
 fn require(dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
-    if path.is_file() { Ok(path) } else { Err(Error::MissingFile { task: dir.to_path_buf(), file: name.to_string() }) }
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::MissingFile {
+            task: dir.to_path_buf(),
+            file: name.to_string(),
+        })
+    }
 }
 
 /// Reads a CSV's header and the values of `columns` in every row.
-pub(crate) fn read_columns(path: &Path, columns: &[&str]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
+pub(crate) fn read_columns(
+    path: &Path,
+    columns: &[&str],
+) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| Error::csv(path, e))?;
-    let headers: Vec<String> = reader.headers().map_err(|e| Error::csv(path, e))?.iter().map(str::to_string).collect();
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|e| Error::csv(path, e))?
+        .iter()
+        .map(str::to_string)
+        .collect();
     let mut index = Vec::new();
     for c in columns {
-        let i = headers.iter().position(|h| h == c).ok_or_else(|| Error::BadFile {
-            path: path.to_path_buf(),
-            line: 1,
-            message: format!("no column `{c}` in header `{}`", headers.join(",")),
-        })?;
+        let i = headers
+            .iter()
+            .position(|h| h == c)
+            .ok_or_else(|| Error::BadFile {
+                path: path.to_path_buf(),
+                line: 1,
+                message: format!("no column `{c}` in header `{}`", headers.join(",")),
+            })?;
         index.push(i);
     }
     let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| Error::csv(path, e))?;
-        rows.push(index.iter().map(|&i| record.get(i).unwrap_or("").to_string()).collect());
+        rows.push(
+            index
+                .iter()
+                .map(|&i| record.get(i).unwrap_or("").to_string())
+                .collect(),
+        );
     }
     Ok((headers, rows))
 }
@@ -122,11 +145,20 @@ impl Task {
     pub fn load(dir: &Path) -> Result<Self> {
         let _span = tracing::debug_span!("load_task", dir = %dir.display()).entered();
         let spec_path = require(dir, files::SPEC)?;
-        let text = std::fs::read_to_string(&spec_path).map_err(|source| Error::Io { path: spec_path.clone(), source })?;
-        let spec: TaskSpec =
-            toml::from_str(&text).map_err(|e| Error::BadFile { path: spec_path.clone(), line: 0, message: e.to_string() })?;
-        let metric: Metric =
-            spec.metric.parse().map_err(|message| Error::BadFile { path: spec_path.clone(), line: 0, message })?;
+        let text = std::fs::read_to_string(&spec_path).map_err(|source| Error::Io {
+            path: spec_path.clone(),
+            source,
+        })?;
+        let spec: TaskSpec = toml::from_str(&text).map_err(|e| Error::BadFile {
+            path: spec_path.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        let metric: Metric = spec.metric.parse().map_err(|message| Error::BadFile {
+            path: spec_path.clone(),
+            line: 0,
+            message,
+        })?;
         if metric.direction() != spec.direction {
             return Err(Error::BadFile {
                 path: spec_path,
@@ -142,12 +174,18 @@ impl Task {
             return Err(Error::BadFile {
                 path: spec_path,
                 line: 0,
-                message: format!("roc-auc needs exactly 2 classes, got {}", spec.classes.len()),
+                message: format!(
+                    "roc-auc needs exactly 2 classes, got {}",
+                    spec.classes.len()
+                ),
             });
         }
         let description_path = require(dir, files::DESCRIPTION)?;
-        let description = std::fs::read_to_string(&description_path)
-            .map_err(|source| Error::Io { path: description_path, source })?;
+        let description =
+            std::fs::read_to_string(&description_path).map_err(|source| Error::Io {
+                path: description_path,
+                source,
+            })?;
         let train = require(dir, files::TRAIN)?;
         read_columns(&train, &[&spec.id_column, &spec.target_column])?;
         require(dir, files::SAMPLE_SUBMISSION)?;
@@ -155,9 +193,12 @@ impl Task {
         let (_, test_rows) = read_columns(&test, &[&spec.id_column])?;
         let test_ids: Vec<String> = test_rows.into_iter().map(|mut r| r.remove(0)).collect();
         let answers_path = require(dir, files::ANSWERS)?;
-        let (_, answer_rows) = read_columns(&answers_path, &[&spec.id_column, &spec.target_column])?;
-        let answers: HashMap<String, String> =
-            answer_rows.into_iter().map(|mut r| (r.remove(0), r.remove(0))).collect();
+        let (_, answer_rows) =
+            read_columns(&answers_path, &[&spec.id_column, &spec.target_column])?;
+        let answers: HashMap<String, String> = answer_rows
+            .into_iter()
+            .map(|mut r| (r.remove(0), r.remove(0)))
+            .collect();
         if let Some(missing) = test_ids.iter().find(|id| !answers.contains_key(*id)) {
             return Err(Error::BadFile {
                 path: answers_path,
@@ -173,9 +214,20 @@ impl Task {
             });
         }
         let board_path = dir.join(files::LEADERBOARD);
-        let leaderboard =
-            if board_path.is_file() { Some(Leaderboard::load(&board_path, metric.direction())?) } else { None };
-        Ok(Self { dir: dir.to_path_buf(), spec, metric, description, test_ids, answers, leaderboard })
+        let leaderboard = if board_path.is_file() {
+            Some(Leaderboard::load(&board_path, metric.direction())?)
+        } else {
+            None
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            spec,
+            metric,
+            description,
+            test_ids,
+            answers,
+            leaderboard,
+        })
     }
 
     /// The task's id.
@@ -192,14 +244,28 @@ impl Task {
     pub fn public_files(&self) -> Vec<(String, PathBuf)> {
         [files::TRAIN, files::TEST, files::SAMPLE_SUBMISSION]
             .iter()
-            .map(|f| (Path::new(f).file_name().expect("file name").to_string_lossy().into_owned(), self.dir.join(f)))
+            .map(|f| {
+                (
+                    Path::new(f)
+                        .file_name()
+                        .expect("file name")
+                        .to_string_lossy()
+                        .into_owned(),
+                    self.dir.join(f),
+                )
+            })
             .collect()
     }
 
     /// The leaderboard percentile of a score; an error if the task has no leaderboard yet.
     pub fn percentile(&self, score: f64) -> Result<f64> {
-        let board =
-            self.leaderboard.as_ref().ok_or_else(|| Error::MissingFile { task: self.dir.clone(), file: files::LEADERBOARD.into() })?;
+        let board = self
+            .leaderboard
+            .as_ref()
+            .ok_or_else(|| Error::MissingFile {
+                task: self.dir.clone(),
+                file: files::LEADERBOARD.into(),
+            })?;
         Ok(board.percentile(score))
     }
 

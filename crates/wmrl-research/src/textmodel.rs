@@ -113,7 +113,10 @@ pub struct TextModel {
 
 impl std::fmt::Debug for TextModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextModel").field("config", &self.config).field("buffer", &self.buffer.len()).finish()
+        f.debug_struct("TextModel")
+            .field("config", &self.config)
+            .field("buffer", &self.buffer.len())
+            .finish()
     }
 }
 
@@ -123,15 +126,43 @@ impl TextModel {
         tch::manual_seed(config.seed as i64);
         let vs = nn::VarStore::new(device);
         let root = vs.root();
-        let embedding = root.var("embedding", &[config.buckets, config.embedding], nn::Init::Randn { mean: 0.0, stdev: 0.1 });
+        let embedding = root.var(
+            "embedding",
+            &[config.buckets, config.embedding],
+            nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.1,
+            },
+        );
         let head = nn::seq()
-            .add(nn::linear(&root / "hidden", config.embedding, config.hidden, Default::default()))
+            .add(nn::linear(
+                &root / "hidden",
+                config.embedding,
+                config.hidden,
+                Default::default(),
+            ))
             .add_fn(|x| x.relu())
-            .add(nn::linear(&root / "out", config.hidden, 1, Default::default()));
+            .add(nn::linear(
+                &root / "out",
+                config.hidden,
+                1,
+                Default::default(),
+            ));
         let optimizer = nn::Adam::default()
             .build(&vs, config.learning_rate)
-            .map_err(|e| Error::Build { what: "text model optimiser".into(), message: e.to_string() })?;
-        Ok(Self { config, vs, embedding, head, optimizer, buffer: Vec::new(), rng: ChaCha8Rng::seed_from_u64(config.seed) })
+            .map_err(|e| Error::Build {
+                what: "text model optimiser".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            config,
+            vs,
+            embedding,
+            head,
+            optimizer,
+            buffer: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+        })
     }
 
     /// Replay buffer size.
@@ -149,23 +180,37 @@ impl TextModel {
         }
         let indices = Tensor::from_slice(&indices).to_device(device);
         let offsets = Tensor::from_slice(&offsets).to_device(device);
-        let (bag, _, _, _) =
-            Tensor::embedding_bag::<Tensor>(&self.embedding, &indices, &offsets, false, 1, false, None, false);
+        let (bag, _, _, _) = Tensor::embedding_bag::<Tensor>(
+            &self.embedding,
+            &indices,
+            &offsets,
+            false,
+            1,
+            false,
+            None,
+            false,
+        );
         self.head.forward(&bag).squeeze_dim(-1).sigmoid()
     }
 
     /// Predicted percentiles.
     pub fn predict(&self, items: &[(&str, &str)]) -> Vec<f64> {
-        let feats: Vec<Vec<i64>> = items.iter().map(|(task, text)| features(task, text, self.config.buckets)).collect();
+        let feats: Vec<Vec<i64>> = items
+            .iter()
+            .map(|(task, text)| features(task, text, self.config.buckets))
+            .collect();
         let refs: Vec<&[i64]> = feats.iter().map(Vec::as_slice).collect();
-        let out = tch::no_grad(|| self.forward(&refs)).to_kind(Kind::Double).to_device(Device::Cpu);
+        let out = tch::no_grad(|| self.forward(&refs))
+            .to_kind(Kind::Double)
+            .to_device(Device::Cpu);
         Vec::<f64>::try_from(out).unwrap_or_else(|_| vec![0.5; items.len()])
     }
 
     /// Adds examples and takes `steps_per_observe` Adam steps on the buffer; returns the last loss.
     pub fn train_on(&mut self, items: &[(&str, &str, f64)]) -> f64 {
         for (task, text, reward) in items {
-            self.buffer.push((features(task, text, self.config.buckets), *reward));
+            self.buffer
+                .push((features(task, text, self.config.buckets), *reward));
         }
         if self.buffer.is_empty() {
             return 0.0;
@@ -173,8 +218,9 @@ impl TextModel {
         let device = self.vs.device();
         let mut last = 0.0;
         for _ in 0..self.config.steps_per_observe {
-            let picks: Vec<usize> =
-                (0..self.config.batch_size.min(self.buffer.len())).map(|_| self.rng.random_range(0..self.buffer.len())).collect();
+            let picks: Vec<usize> = (0..self.config.batch_size.min(self.buffer.len()))
+                .map(|_| self.rng.random_range(0..self.buffer.len()))
+                .collect();
             let batch: Vec<&[i64]> = picks.iter().map(|&i| self.buffer[i].0.as_slice()).collect();
             let target: Vec<f32> = picks.iter().map(|&i| self.buffer[i].1 as f32).collect();
             let target = Tensor::from_slice(&target).to_device(device);
@@ -187,12 +233,18 @@ impl TextModel {
 
     /// Saves the weights (safetensors).
     pub fn save(&self, path: &Path) -> Result<()> {
-        self.vs.save(path).map_err(|e| Error::Build { what: format!("saving {}", path.display()), message: e.to_string() })
+        self.vs.save(path).map_err(|e| Error::Build {
+            what: format!("saving {}", path.display()),
+            message: e.to_string(),
+        })
     }
 
     /// Loads weights saved by [`TextModel::save`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
-        self.vs.load(path).map_err(|e| Error::Build { what: format!("loading {}", path.display()), message: e.to_string() })
+        self.vs.load(path).map_err(|e| Error::Build {
+            what: format!("loading {}", path.display()),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -203,9 +255,14 @@ impl TextScorer for TextModel {
     }
 
     fn observe(&mut self, items: &[(&Task, &str, f64)]) -> Result<()> {
-        let items: Vec<(&str, &str, f64)> = items.iter().map(|(t, s, r)| (t.id(), *s, *r)).collect();
+        let items: Vec<(&str, &str, f64)> =
+            items.iter().map(|(t, s, r)| (t.id(), *s, *r)).collect();
         let loss = self.train_on(&items);
-        tracing::debug!(examples = self.buffer.len(), loss, "text world model updated");
+        tracing::debug!(
+            examples = self.buffer.len(),
+            loss,
+            "text world model updated"
+        );
         Ok(())
     }
 }
@@ -226,15 +283,23 @@ mod tests {
 
     #[test]
     fn learns_to_rank_texts_by_reward() {
-        let config = TextModelConfig { buckets: 4096, steps_per_observe: 200, ..Default::default() };
+        let config = TextModelConfig {
+            buckets: 4096,
+            steps_per_observe: 200,
+            ..Default::default()
+        };
         let mut model = TextModel::new(config, Device::Cpu).unwrap();
         let data: Vec<(String, f64)> = (0..20)
             .map(|i| (format!("fit(model=Forest, depth={i})"), 0.9))
             .chain((0..20).map(|i| (format!("fit(model=Stump, depth={i})"), 0.1)))
             .collect();
-        let items: Vec<(&str, &str, f64)> = data.iter().map(|(t, r)| ("wine", t.as_str(), *r)).collect();
+        let items: Vec<(&str, &str, f64)> =
+            data.iter().map(|(t, r)| ("wine", t.as_str(), *r)).collect();
         model.train_on(&items);
-        let p = model.predict(&[("wine", "fit(model=Forest, depth=99)"), ("wine", "fit(model=Stump, depth=99)")]);
+        let p = model.predict(&[
+            ("wine", "fit(model=Forest, depth=99)"),
+            ("wine", "fit(model=Stump, depth=99)"),
+        ]);
         assert!(p[0] > 0.7 && p[1] < 0.3, "{p:?}");
     }
 }

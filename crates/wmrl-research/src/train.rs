@@ -54,7 +54,11 @@ pub struct TrainConfig {
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        let mut core = CoreConfig { groups: 10, group_size: 8, ..CoreConfig::default() };
+        let mut core = CoreConfig {
+            groups: 10,
+            group_size: 8,
+            ..CoreConfig::default()
+        };
         core.calibrator.min_pairs = 8;
         Self {
             core,
@@ -147,24 +151,53 @@ impl Trainer {
         device: tch::Device,
         run_dir: &Path,
     ) -> Result<Self> {
-        std::fs::create_dir_all(run_dir).map_err(|source| Error::Io { path: run_dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(run_dir).map_err(|source| Error::Io {
+            path: run_dir.to_path_buf(),
+            source,
+        })?;
         wmrl_report::write_json_atomic(&run_dir.join("config.json"), &config)?;
-        let core = Core::new(config.core).map_err(|e| Error::Build { what: "core".into(), message: e.to_string() })?;
+        let core = Core::new(config.core).map_err(|e| Error::Build {
+            what: "core".into(),
+            message: e.to_string(),
+        })?;
         let adapter = ResearchAdapter::new(tasks)?;
         let n = adapter.tasks().len();
-        let policy = PlanPolicy::new(n, PlanPolicyConfig { seed: config.core.seed, ..config.policy }, device)?;
-        let mut text = TextModel::new(TextModelConfig { seed: config.core.seed, ..config.world_model }, device)?;
+        let policy = PlanPolicy::new(
+            n,
+            PlanPolicyConfig {
+                seed: config.core.seed,
+                ..config.policy
+            },
+            device,
+        )?;
+        let mut text = TextModel::new(
+            TextModelConfig {
+                seed: config.core.seed,
+                ..config.world_model
+            },
+            device,
+        )?;
         if config.pretrain_on_references && config.core.mode.uses_world_model() {
             let mut examples = Vec::new();
             for task in adapter.tasks().iter() {
-                let board = task.leaderboard.as_ref().expect("adapter checked leaderboards");
+                let board = task
+                    .leaderboard
+                    .as_ref()
+                    .expect("adapter checked leaderboards");
                 for (name, plan) in references() {
                     if let Some(entry) = board.entries.iter().find(|e| e.name == name) {
-                        examples.push((task.id().to_string(), plan.render(task), board.percentile(entry.score)));
+                        examples.push((
+                            task.id().to_string(),
+                            plan.render(task),
+                            board.percentile(entry.score),
+                        ));
                     }
                 }
             }
-            let items: Vec<(&str, &str, f64)> = examples.iter().map(|(t, s, r)| (t.as_str(), s.as_str(), *r)).collect();
+            let items: Vec<(&str, &str, f64)> = examples
+                .iter()
+                .map(|(t, s, r)| (t.as_str(), s.as_str(), *r))
+                .collect();
             text.train_on(&items);
             for _ in 0..4 {
                 text.train_on(&[]);
@@ -195,7 +228,12 @@ impl Trainer {
         let tasks = self.adapter.tasks().clone();
         let requests: Vec<(usize, u64)> = (0..tasks.len())
             .flat_map(|t| (0..self.config.eval_samples).map(move |i| (t, i as u64)))
-            .map(|(t, i)| (t, derive_seed(self.config.core.seed, &[0xE7A1, t as u64, i])))
+            .map(|(t, i)| {
+                (
+                    t,
+                    derive_seed(self.config.core.seed, &[0xE7A1, t as u64, i]),
+                )
+            })
             .collect();
         let solutions = self.policy.sample_many(&tasks, &requests)?;
         let records = self.executor.run_solutions(&solutions);
@@ -204,11 +242,19 @@ impl Trainer {
             per_task[solution.task] += record?.reward() / self.config.eval_samples as f64;
         }
         let mean_percentile = per_task.iter().sum::<f64>() / per_task.len() as f64;
-        Ok(Evaluation { step, executions: self.executions, mean_percentile, per_task })
+        Ok(Evaluation {
+            step,
+            executions: self.executions,
+            mean_percentile,
+            per_task,
+        })
     }
 
     /// Runs every step; `progress(step, last evaluation)` after each.
-    pub fn run(&mut self, progress: &mut dyn FnMut(u64, Option<&Evaluation>)) -> Result<TrainSummary> {
+    pub fn run(
+        &mut self,
+        progress: &mut dyn FnMut(u64, Option<&Evaluation>),
+    ) -> Result<TrainSummary> {
         tch::set_num_threads(1);
         let first = self.evaluate(0)?;
         self.metrics.write(&serde_json::json!({"step": 0, "executions": 0, "eval_mean_percentile": first.mean_percentile, "eval_per_task": first.per_task}))?;
@@ -222,7 +268,10 @@ impl Trainer {
                 &mut self.world_model,
                 &mut self.executor,
             )
-            .map_err(|e| Error::Build { what: format!("training step {step}"), message: e.to_string() })?;
+            .map_err(|e| Error::Build {
+                what: format!("training step {step}"),
+                message: e.to_string(),
+            })?;
             self.executions += report.executions as u64;
             self.world_model_calls += (report.imagined + report.scored) as u64;
             let mut row = row_of(&report);
@@ -260,15 +309,23 @@ impl Trainer {
     /// Writes the policy, the world model and the counters into `checkpoint/`.
     pub fn checkpoint(&self) -> Result<()> {
         let dir = self.run_dir.join("checkpoint");
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
         // VarStore::save writes in place: save beside, then rename (atomic).
         let atomic = |name: &str, save: &dyn Fn(&Path) -> Result<()>| -> Result<()> {
             let tmp = dir.join(format!(".{name}.tmp.safetensors"));
             save(&tmp)?;
-            std::fs::rename(&tmp, dir.join(name)).map_err(|source| Error::Io { path: dir.join(name), source })
+            std::fs::rename(&tmp, dir.join(name)).map_err(|source| Error::Io {
+                path: dir.join(name),
+                source,
+            })
         };
         atomic("policy.safetensors", &|p| self.policy.save(p))?;
-        atomic("world_model.safetensors", &|p| self.world_model.scorer().save(p))?;
+        atomic("world_model.safetensors", &|p| {
+            self.world_model.scorer().save(p)
+        })?;
         wmrl_report::write_json_atomic(
             &dir.join("state.json"),
             &serde_json::json!({
@@ -283,14 +340,19 @@ impl Trainer {
     }
 
     fn plot(&self) -> Result<()> {
-        let points: Vec<(f64, f64)> =
-            self.evaluations.iter().map(|e| (e.executions as f64, 100.0 * e.mean_percentile)).collect();
+        let points: Vec<(f64, f64)> = self
+            .evaluations
+            .iter()
+            .map(|e| (e.executions as f64, 100.0 * e.mean_percentile))
+            .collect();
         let plot = wmrl_report::LinePlot {
             title: format!("AutoResearch, mode {}", self.config.core.mode),
             x_label: "real (sandbox) executions".into(),
             y_label: "mean leaderboard percentile".into(),
-            series: vec![wmrl_report::Series::line(self.config.core.mode.name(), points)
-                .with_style(wmrl_report::SeriesStyle::LineWithMarkers)],
+            series: vec![
+                wmrl_report::Series::line(self.config.core.mode.name(), points)
+                    .with_style(wmrl_report::SeriesStyle::LineWithMarkers),
+            ],
             y_range: Some((0.0, 100.0)),
             ..Default::default()
         };

@@ -52,7 +52,11 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(mut reader: R, keep: usize) ->
         text.push_str(&format!("\n[... {} bytes dropped ...]\n", total - kept));
     }
     text.push_str(&String::from_utf8_lossy(&tail));
-    Captured { text, total_bytes: total, truncated }
+    Captured {
+        text,
+        total_bytes: total,
+        truncated,
+    }
 }
 
 #[cfg(test)]

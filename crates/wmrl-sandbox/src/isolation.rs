@@ -60,12 +60,19 @@ pub const SYSTEM_PATHS: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", 
 const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
 
 fn cstring(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::BadPath { path: path.to_path_buf() })
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::BadPath {
+        path: path.to_path_buf(),
+    })
 }
 
 /// Folders of the new root that must exist before `path` can be mounted there.
 fn ancestors_to_create(path: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = path.ancestors().skip(1).filter(|p| p.parent().is_some()).map(Path::to_path_buf).collect();
+    let mut out: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| p.parent().is_some())
+        .map(Path::to_path_buf)
+        .collect();
     out.reverse();
     out
 }
@@ -111,11 +118,19 @@ pub(crate) fn plan(
         Ok(())
     };
     for path in read_only {
-        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
         if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(path).map_err(|source| Error::Io { path: path.clone(), source })?;
+            let target = std::fs::read_link(path).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
             mkdirs(path, &mut steps, false)?;
-            steps.push(Step::Symlink { target: cstring(&target)?, link: cstring(&inside(path))? });
+            steps.push(Step::Symlink {
+                target: cstring(&target)?,
+                link: cstring(&inside(path))?,
+            });
         } else {
             mkdirs(path, &mut steps, meta.is_dir())?;
             steps.push(Step::Bind {
@@ -128,23 +143,41 @@ pub(crate) fn plan(
     }
     let workdir = Path::new(INSIDE_WORKDIR);
     mkdirs(workdir, &mut steps, true)?;
-    steps.push(Step::Bind { src: cstring(work)?, dst: cstring(&inside(workdir))?, is_file: false, writable: true });
+    steps.push(Step::Bind {
+        src: cstring(work)?,
+        dst: cstring(&inside(workdir))?,
+        is_file: false,
+        writable: true,
+    });
     let tmp = Path::new("/tmp");
     mkdirs(tmp, &mut steps, true)?;
     let tmp_opts = format!("size={},mode=1777", limits.tmp_size.max(4096));
-    steps.push(Step::Tmpfs { dst: cstring(&inside(tmp))?, opts: CString::new(tmp_opts.clone()).expect("no NUL") });
+    steps.push(Step::Tmpfs {
+        dst: cstring(&inside(tmp))?,
+        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
+    });
     // /dev/shm: Python's multiprocessing and joblib need it for semaphores.
     let shm = Path::new("/dev/shm");
     mkdirs(shm, &mut steps, true)?;
-    steps.push(Step::Tmpfs { dst: cstring(&inside(shm))?, opts: CString::new(tmp_opts.clone()).expect("no NUL") });
+    steps.push(Step::Tmpfs {
+        dst: cstring(&inside(shm))?,
+        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
+    });
     for dev in DEVICES {
         let dev = Path::new(dev);
         if dev.exists() {
-            steps.push(Step::Bind { src: cstring(dev)?, dst: cstring(&inside(dev))?, is_file: true, writable: true });
+            steps.push(Step::Bind {
+                src: cstring(dev)?,
+                dst: cstring(&inside(dev))?,
+                is_file: true,
+                writable: true,
+            });
         }
     }
     let (uid_map, gid_map) = match mode {
-        JailMode::UserNamespace { uid, gid } => (format!("{uid} {uid} 1\n"), format!("{gid} {gid} 1\n")),
+        JailMode::UserNamespace { uid, gid } => {
+            (format!("{uid} {uid} 1\n"), format!("{gid} {gid} 1\n"))
+        }
         _ => (String::new(), String::new()),
     };
     Ok(JailPlan {
@@ -167,7 +200,10 @@ pub(crate) fn sweep_uid(uid: u32) -> Result<u32> {
     unsafe {
         let pid = libc::fork();
         if pid < 0 {
-            return Err(Error::Spawn { program: "uid sweeper".into(), source: std::io::Error::last_os_error() });
+            return Err(Error::Spawn {
+                program: "uid sweeper".into(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         if pid == 0 {
             if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
@@ -179,7 +215,10 @@ pub(crate) fn sweep_uid(uid: u32) -> Result<u32> {
                     break; // ESRCH: nothing of this uid left
                 }
                 rounds += 1;
-                let pause = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 5_000_000,
+                };
                 libc::nanosleep(&pause, std::ptr::null_mut());
             }
             libc::_exit(rounds.min(250));
@@ -190,9 +229,15 @@ pub(crate) fn sweep_uid(uid: u32) -> Result<u32> {
                 break;
             }
         }
-        let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 255 };
+        let code = if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            255
+        };
         if code == 255 {
-            return Err(Error::ProbeFailed { detail: format!("could not switch to uid {uid} to kill its processes") });
+            return Err(Error::ProbeFailed {
+                detail: format!("could not switch to uid {uid} to kill its processes"),
+            });
         }
         Ok(code as u32)
     }

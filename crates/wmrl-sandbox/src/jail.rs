@@ -35,7 +35,12 @@ pub(crate) enum Step {
     /// `symlink(target, link)`.
     Symlink { target: CString, link: CString },
     /// Recursive bind mount of a host folder or file; read-only unless `writable`.
-    Bind { src: CString, dst: CString, is_file: bool, writable: bool },
+    Bind {
+        src: CString,
+        dst: CString,
+        is_file: bool,
+        writable: bool,
+    },
     /// A tmpfs with mount options `opts` (e.g. `size=64m,mode=1777`).
     Tmpfs { dst: CString, opts: CString },
 }
@@ -70,7 +75,11 @@ pub(crate) struct JailPlan {
 }
 
 fn check(ret: libc::c_int) -> io::Result<()> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 const SLASH: &std::ffi::CStr = c"/";
@@ -88,7 +97,11 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
         let n = libc::write(fd, data.as_ptr().cast(), data.len());
         let err = io::Error::last_os_error();
         libc::close(fd);
-        if n != data.len() as isize { Err(err) } else { Ok(()) }
+        if n != data.len() as isize {
+            Err(err)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -136,7 +149,10 @@ impl JailPlan {
                 }
                 JailMode::Root { uid, gid } => {
                     check(libc::unshare(
-                        libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS,
+                        libc::CLONE_NEWNS
+                            | libc::CLONE_NEWNET
+                            | libc::CLONE_NEWIPC
+                            | libc::CLONE_NEWUTS,
                     ))?;
                     self.build_root()?;
                     check(libc::setgroups(0, ptr::null()))?;
@@ -158,7 +174,13 @@ impl JailPlan {
                 }
             }
             // After the identity change, which clears the parent-death signal.
-            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0))?;
+            check(libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ))?;
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
             crate::limits::apply(&self.rlimits)
         }
@@ -168,7 +190,13 @@ impl JailPlan {
     unsafe fn build_root(&self) -> io::Result<()> {
         // SAFETY: see `enter`.
         unsafe {
-            check(libc::mount(ptr::null(), SLASH.as_ptr(), ptr::null(), libc::MS_REC | libc::MS_PRIVATE, ptr::null()))?;
+            check(libc::mount(
+                ptr::null(),
+                SLASH.as_ptr(),
+                ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                ptr::null(),
+            ))?;
             check(libc::mount(
                 TMPFS.as_ptr(),
                 self.new_root.as_ptr(),
@@ -186,10 +214,21 @@ impl JailPlan {
                             }
                         }
                     }
-                    Step::Symlink { target, link } => check(libc::symlink(target.as_ptr(), link.as_ptr()))?,
-                    Step::Bind { src, dst, is_file, writable } => {
+                    Step::Symlink { target, link } => {
+                        check(libc::symlink(target.as_ptr(), link.as_ptr()))?
+                    }
+                    Step::Bind {
+                        src,
+                        dst,
+                        is_file,
+                        writable,
+                    } => {
                         if *is_file {
-                            let fd = libc::open(dst.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+                            let fd = libc::open(
+                                dst.as_ptr(),
+                                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                                0o644,
+                            );
                             if fd < 0 {
                                 return Err(io::Error::last_os_error());
                             }
@@ -202,11 +241,18 @@ impl JailPlan {
                             libc::MS_BIND | libc::MS_REC,
                             ptr::null(),
                         ))?;
-                        let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | locked_flags(dst);
+                        let mut flags =
+                            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | locked_flags(dst);
                         if !*writable {
                             flags |= libc::MS_RDONLY;
                         }
-                        check(libc::mount(ptr::null(), dst.as_ptr(), ptr::null(), flags, ptr::null()))?;
+                        check(libc::mount(
+                            ptr::null(),
+                            dst.as_ptr(),
+                            ptr::null(),
+                            flags,
+                            ptr::null(),
+                        ))?;
                     }
                     Step::Tmpfs { dst, opts } => check(libc::mount(
                         TMPFS.as_ptr(),

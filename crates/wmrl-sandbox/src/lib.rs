@@ -46,7 +46,9 @@ pub enum Error {
         program: PathBuf,
     },
     /// A path that cannot be used (NUL byte, or a job file name with `/`).
-    #[error("unusable path `{path}`: expected a plain file name or an absolute path without NUL bytes")]
+    #[error(
+        "unusable path `{path}`: expected a plain file name or an absolute path without NUL bytes"
+    )]
     BadPath {
         /// The path.
         path: PathBuf,

@@ -67,7 +67,11 @@ impl Limits {
     /// The rlimits to apply in the child, as `(resource, soft, hard)`.
     pub(crate) fn rlimits(&self) -> [(libc::__rlimit_resource_t, u64, u64); 6] {
         [
-            (libc::RLIMIT_CPU, self.cpu_time_s.max(1), self.cpu_time_s.max(1) + 1),
+            (
+                libc::RLIMIT_CPU,
+                self.cpu_time_s.max(1),
+                self.cpu_time_s.max(1) + 1,
+            ),
             (libc::RLIMIT_AS, self.address_space, self.address_space),
             (libc::RLIMIT_FSIZE, self.file_size, self.file_size),
             (libc::RLIMIT_NPROC, self.processes, self.processes),
@@ -81,7 +85,10 @@ impl Limits {
 /// meant for `pre_exec`.
 pub(crate) fn apply(limits: &[(libc::__rlimit_resource_t, u64, u64)]) -> std::io::Result<()> {
     for &(resource, soft, hard) in limits {
-        let rl = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+        let rl = libc::rlimit {
+            rlim_cur: soft as libc::rlim_t,
+            rlim_max: hard as libc::rlim_t,
+        };
         // SAFETY: setrlimit reads a valid, initialised struct.
         if unsafe { libc::setrlimit(resource, &rl) } != 0 {
             return Err(std::io::Error::last_os_error());

@@ -35,7 +35,9 @@ impl Termination {
         } else if let Some(code) = status.code() {
             Termination::Exited { code }
         } else {
-            Termination::Signaled { signal: status.signal().unwrap_or(0) }
+            Termination::Signaled {
+                signal: status.signal().unwrap_or(0),
+            }
         }
     }
 }
@@ -94,7 +96,17 @@ impl RunReport {
         limits: &Limits,
     ) -> Self {
         let limit_hit = infer_limit(termination, &stderr.text);
-        Self { termination, limit_hit, wall_time, stdout, stderr, files, isolation, uid, limits: limits.clone() }
+        Self {
+            termination,
+            limit_hit,
+            wall_time,
+            stdout,
+            stderr,
+            files,
+            isolation,
+            uid,
+            limits: limits.clone(),
+        }
     }
 
     /// Whether the program exited with status 0 in time.
@@ -106,8 +118,12 @@ impl RunReport {
 /// Reads the limit off a signal or the last lines of stderr.
 fn infer_limit(termination: Termination, stderr: &str) -> Option<LimitKind> {
     match termination {
-        Termination::Signaled { signal } if signal == libc::SIGXCPU => return Some(LimitKind::CpuTime),
-        Termination::Signaled { signal } if signal == libc::SIGXFSZ => return Some(LimitKind::FileSize),
+        Termination::Signaled { signal } if signal == libc::SIGXCPU => {
+            return Some(LimitKind::CpuTime);
+        }
+        Termination::Signaled { signal } if signal == libc::SIGXFSZ => {
+            return Some(LimitKind::FileSize);
+        }
         Termination::Exited { code } if code != 0 => {}
         _ => return None,
     }
@@ -115,7 +131,10 @@ fn infer_limit(termination: Termination, stderr: &str) -> Option<LimitKind> {
         let lines: Vec<&str> = stderr.lines().rev().take(6).collect();
         lines.join("\n")
     };
-    if tail.contains("MemoryError") || tail.contains("Cannot allocate memory") || tail.contains("std::bad_alloc") {
+    if tail.contains("MemoryError")
+        || tail.contains("Cannot allocate memory")
+        || tail.contains("std::bad_alloc")
+    {
         Some(LimitKind::Memory)
     } else if tail.contains("File too large") || tail.contains("[Errno 27]") {
         Some(LimitKind::FileSize)
@@ -136,12 +155,30 @@ mod tests {
     fn limits_are_read_off_signals_and_python_errors() {
         let sig = |signal| Termination::Signaled { signal };
         let exit1 = Termination::Exited { code: 1 };
-        assert_eq!(infer_limit(sig(libc::SIGXCPU), ""), Some(LimitKind::CpuTime));
-        assert_eq!(infer_limit(exit1, "Traceback...\nMemoryError"), Some(LimitKind::Memory));
-        assert_eq!(infer_limit(exit1, "OSError: [Errno 27] File too large"), Some(LimitKind::FileSize));
-        assert_eq!(infer_limit(exit1, "BlockingIOError: [Errno 11] Resource temporarily unavailable"), Some(LimitKind::Processes));
+        assert_eq!(
+            infer_limit(sig(libc::SIGXCPU), ""),
+            Some(LimitKind::CpuTime)
+        );
+        assert_eq!(
+            infer_limit(exit1, "Traceback...\nMemoryError"),
+            Some(LimitKind::Memory)
+        );
+        assert_eq!(
+            infer_limit(exit1, "OSError: [Errno 27] File too large"),
+            Some(LimitKind::FileSize)
+        );
+        assert_eq!(
+            infer_limit(
+                exit1,
+                "BlockingIOError: [Errno 11] Resource temporarily unavailable"
+            ),
+            Some(LimitKind::Processes)
+        );
         assert_eq!(infer_limit(exit1, "ValueError: bad"), None);
-        assert_eq!(infer_limit(Termination::Exited { code: 0 }, "MemoryError"), None);
+        assert_eq!(
+            infer_limit(Termination::Exited { code: 0 }, "MemoryError"),
+            None
+        );
         assert_eq!(infer_limit(Termination::TimedOut, "MemoryError"), None);
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -113,14 +113,23 @@ impl Sandbox {
     /// `true` in the strongest available jail.
     pub async fn new(mut config: SandboxConfig) -> Result<Self> {
         if !config.program.is_file() {
-            return Err(Error::MissingProgram { program: config.program.clone() });
+            return Err(Error::MissingProgram {
+                program: config.program.clone(),
+            });
         }
         // The program is executed inside the jail by the same path, so it must be
         // spelled without `..` or symlinked folders; its own name stays as given
         // (a venv's python is a symlink that must keep its venv path).
         config.program = real_folder(&config.program)?;
-        let extras: Vec<PathBuf> = config.read_only.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
-        std::fs::create_dir_all(&config.scratch).map_err(|source| Error::Io { path: config.scratch.clone(), source })?;
+        let extras: Vec<PathBuf> = config
+            .read_only
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        std::fs::create_dir_all(&config.scratch).map_err(|source| Error::Io {
+            path: config.scratch.clone(),
+            source,
+        })?;
         let mut read_only: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
         for extra in &extras {
             if !read_only.iter().any(|p| extra.starts_with(p)) {
@@ -128,8 +137,11 @@ impl Sandbox {
             }
         }
         let slots = config.max_concurrent.max(1);
-        let candidates: &[Isolation] =
-            if is_root() { &[Isolation::Root, Isolation::Bare] } else { &[Isolation::UserNamespace, Isolation::Bare] };
+        let candidates: &[Isolation] = if is_root() {
+            &[Isolation::Root, Isolation::Bare]
+        } else {
+            &[Isolation::UserNamespace, Isolation::Bare]
+        };
         let mut sandbox = Self {
             inner: Arc::new(Inner {
                 isolation: candidates[0],
@@ -140,7 +152,9 @@ impl Sandbox {
         };
         let mut failures = Vec::new();
         for &candidate in candidates {
-            Arc::get_mut(&mut sandbox.inner).expect("not shared yet").isolation = candidate;
+            Arc::get_mut(&mut sandbox.inner)
+                .expect("not shared yet")
+                .isolation = candidate;
             match sandbox.probe().await {
                 Ok(()) => break,
                 Err(err) => failures.push(format!("{candidate:?}: {err}")),
@@ -188,12 +202,17 @@ impl Sandbox {
     }
 
     async fn probe(&self) -> Result<()> {
-        let truth = ["/usr/bin/true", "/bin/true"].into_iter().map(PathBuf::from).find(|p| p.is_file());
+        let truth = ["/usr/bin/true", "/bin/true"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file());
         let Some(truth) = truth else { return Ok(()) };
         let report = self.run_program(&truth, Job::default()).await?;
         match report.termination {
             Termination::Exited { code: 0 } => Ok(()),
-            other => Err(Error::ProbeFailed { detail: format!("{other:?}, stderr: {}", report.stderr.text) }),
+            other => Err(Error::ProbeFailed {
+                detail: format!("{other:?}, stderr: {}", report.stderr.text),
+            }),
         }
     }
 
@@ -204,7 +223,12 @@ impl Sandbox {
     }
 
     async fn run_program(&self, program: &Path, job: Job) -> Result<RunReport> {
-        let _permit = self.inner.permits.acquire().await.map_err(|_| Error::Closed)?;
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Closed)?;
         let lease = match self.isolation() {
             Isolation::Root => Some(UidLease::acquire(self.inner.config.uid_base)?),
             _ => None,
@@ -223,10 +247,17 @@ impl Sandbox {
         let mode = match self.isolation() {
             Isolation::Root => JailMode::Root { uid, gid: uid },
             // SAFETY: getuid/getgid have no preconditions.
-            Isolation::UserNamespace => unsafe { JailMode::UserNamespace { uid: libc::getuid(), gid: libc::getgid() } },
+            Isolation::UserNamespace => unsafe {
+                JailMode::UserNamespace {
+                    uid: libc::getuid(),
+                    gid: libc::getgid(),
+                }
+            },
             Isolation::Bare => JailMode::Bare,
         };
-        let run_dir = config.scratch.join(format!("run-{}-{id}", std::process::id()));
+        let run_dir = config
+            .scratch
+            .join(format!("run-{}-{id}", std::process::id()));
         let work = run_dir.join("work");
         let new_root = run_dir.join("root");
         let io = |path: &Path| {
@@ -238,7 +269,9 @@ impl Sandbox {
         std::fs::create_dir_all(&new_root).map_err(io(&new_root))?;
         for (name, source) in &job.files {
             if name.contains('/') || name.is_empty() || name == ".." {
-                return Err(Error::BadPath { path: PathBuf::from(name) });
+                return Err(Error::BadPath {
+                    path: PathBuf::from(name),
+                });
             }
             let dst = work.join(name);
             match source {
@@ -256,7 +289,14 @@ impl Sandbox {
             .args(&job.args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", if plan.mode == JailMode::Bare { work.as_os_str() } else { isolation::INSIDE_WORKDIR.as_ref() })
+            .env(
+                "HOME",
+                if plan.mode == JailMode::Bare {
+                    work.as_os_str()
+                } else {
+                    isolation::INSIDE_WORKDIR.as_ref()
+                },
+            )
             .env("TMPDIR", "/tmp")
             .env("LANG", "C.UTF-8")
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -277,8 +317,10 @@ impl Sandbox {
             command.pre_exec(move || plan.enter());
         }
         let started = Instant::now();
-        let mut child =
-            command.spawn().map_err(|source| Error::Spawn { program: program.display().to_string(), source })?;
+        let mut child = command.spawn().map_err(|source| Error::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
         let pid = child.id().expect("running child has a pid") as i32;
         let keep = limits.output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("piped"), keep));
@@ -290,12 +332,26 @@ impl Sandbox {
         // SAFETY: signalling a process group we created.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
         let (status, timed_out) = match waited {
-            Ok(status) => (status.map_err(|source| Error::Spawn { program: program.display().to_string(), source })?, false),
-            Err(_) => (child.wait().await.map_err(|source| Error::Spawn { program: program.display().to_string(), source })?, true),
+            Ok(status) => (
+                status.map_err(|source| Error::Spawn {
+                    program: program.display().to_string(),
+                    source,
+                })?,
+                false,
+            ),
+            Err(_) => (
+                child.wait().await.map_err(|source| Error::Spawn {
+                    program: program.display().to_string(),
+                    source,
+                })?,
+                true,
+            ),
         };
         let wall_time = started.elapsed();
         if let JailMode::Root { uid, .. } = mode {
-            let rounds = tokio::task::spawn_blocking(move || isolation::sweep_uid(uid)).await.expect("sweeper")?;
+            let rounds = tokio::task::spawn_blocking(move || isolation::sweep_uid(uid))
+                .await
+                .expect("sweeper")?;
             if rounds > 0 {
                 debug!(uid, rounds, "killed leftover processes of the run's uid");
             }
@@ -305,7 +361,11 @@ impl Sandbox {
         let stderr = join_capture(stderr, drain).await;
 
         let termination = Termination::from_status(status, timed_out);
-        let max = if job.collect_max_bytes == 0 { 64 << 20 } else { job.collect_max_bytes };
+        let max = if job.collect_max_bytes == 0 {
+            64 << 20
+        } else {
+            job.collect_max_bytes
+        };
         let mut files = BTreeMap::new();
         for name in &job.collect {
             if let Some(bytes) = read_regular(&work.join(name), max) {
@@ -319,14 +379,27 @@ impl Sandbox {
             JailMode::Root { uid, .. } => Some(uid),
             _ => None,
         };
-        Ok(RunReport::new(termination, wall_time, stdout, stderr, files, self.isolation(), uid, &limits))
+        Ok(RunReport::new(
+            termination,
+            wall_time,
+            stdout,
+            stderr,
+            files,
+            self.isolation(),
+            uid,
+            &limits,
+        ))
     }
 }
 
 async fn join_capture(handle: tokio::task::JoinHandle<Captured>, wait: Duration) -> Captured {
     match tokio::time::timeout(wait, handle).await {
         Ok(Ok(captured)) => captured,
-        _ => Captured { text: String::new(), total_bytes: 0, truncated: true },
+        _ => Captured {
+            text: String::new(),
+            total_bytes: 0,
+            truncated: true,
+        },
     }
 }
 
@@ -343,7 +416,10 @@ impl UidLease {
     fn acquire(base: u32) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let dir = std::env::temp_dir().join("wmrl-sandbox-uids");
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
         for uid in base..base + Self::RANGE {
             let path = dir.join(format!("{uid}.lock"));
             let file = std::fs::OpenOptions::new()
@@ -351,22 +427,32 @@ impl UidLease {
                 .truncate(false)
                 .write(true)
                 .open(&path)
-                .map_err(|source| Error::Io { path: path.clone(), source })?;
+                .map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
             // SAFETY: flock on a descriptor we own.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(Self { uid, _file: file });
             }
         }
-        Err(Error::NoIsolation { reason: format!("all {} sandbox uids from {base} are in use", Self::RANGE) })
+        Err(Error::NoIsolation {
+            reason: format!("all {} sandbox uids from {base} are in use", Self::RANGE),
+        })
     }
 }
 
 /// `path` with its folder resolved to a real, absolute path and its file name kept.
 fn real_folder(path: &Path) -> Result<PathBuf> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let absolute = std::path::absolute(path).map_err(io)?;
     let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
-        return Err(Error::BadPath { path: path.to_path_buf() });
+        return Err(Error::BadPath {
+            path: path.to_path_buf(),
+        });
     };
     Ok(std::fs::canonicalize(parent).map_err(io)?.join(name))
 }
@@ -375,7 +461,11 @@ fn real_folder(path: &Path) -> Result<PathBuf> {
 fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
     let meta = file.metadata().ok()?;
     if !meta.is_file() {
         return None;
@@ -387,11 +477,15 @@ fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
 
 /// Hands the work folder to the run's uid.
 fn chown_tree(dir: &Path, uid: u32, gid: u32) -> Result<()> {
-    let io = |source| Error::Io { path: dir.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
     std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(io)?;
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
-        std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).map_err(|source| Error::Io { path, source })?;
+        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+            .map_err(|source| Error::Io { path, source })?;
     }
     Ok(())
 }

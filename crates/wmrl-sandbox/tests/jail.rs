@@ -9,21 +9,37 @@ use wmrl_sandbox::{Job, JobFile, Limits, Sandbox, SandboxConfig, Termination};
 fn python() -> PathBuf {
     let root = std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).unwrap();
     let venv = root.join(".venv/bin/python");
-    if venv.exists() { venv } else { PathBuf::from("/usr/bin/python3") }
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("/usr/bin/python3")
+    }
 }
 
 fn python_prefixes(python: &PathBuf) -> Vec<PathBuf> {
     let out = std::process::Command::new(python)
-        .args(["-c", "import sys; print(sys.prefix); print(sys.base_prefix)"])
+        .args([
+            "-c",
+            "import sys; print(sys.prefix); print(sys.base_prefix)",
+        ])
         .output()
         .expect("python runs");
-    String::from_utf8(out.stdout).unwrap().lines().map(PathBuf::from).collect()
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(PathBuf::from)
+        .collect()
 }
 
 async fn sandbox(limits: Limits) -> Sandbox {
     let python = python();
     let scratch = tempfile::tempdir().unwrap().keep();
-    let config = SandboxConfig { read_only: python_prefixes(&python), scratch, limits, ..SandboxConfig::new(python) };
+    let config = SandboxConfig {
+        read_only: python_prefixes(&python),
+        scratch,
+        limits,
+        ..SandboxConfig::new(python)
+    };
     Sandbox::new(config).await.expect("sandbox starts")
 }
 
@@ -38,7 +54,11 @@ fn script(code: &str) -> Job {
 
 #[tokio::test]
 async fn runs_in_a_fresh_folder_and_returns_its_files() {
-    let sandbox = sandbox(Limits { wall_time_s: 20.0, ..Limits::default() }).await;
+    let sandbox = sandbox(Limits {
+        wall_time_s: 20.0,
+        ..Limits::default()
+    })
+    .await;
     eprintln!("isolation: {}", sandbox.isolation());
     let report = sandbox
         .run(script(
@@ -46,17 +66,38 @@ async fn runs_in_a_fresh_folder_and_returns_its_files() {
         ))
         .await
         .unwrap();
-    assert_eq!(report.termination, Termination::Exited { code: 0 }, "{}", report.stderr.text);
-    assert!(report.stdout.text.contains("['main.py']"), "{}", report.stdout.text);
-    assert_eq!(report.files.get("out.txt").map(Vec::as_slice), Some(&b"hi"[..]));
+    assert_eq!(
+        report.termination,
+        Termination::Exited { code: 0 },
+        "{}",
+        report.stderr.text
+    );
+    assert!(
+        report.stdout.text.contains("['main.py']"),
+        "{}",
+        report.stdout.text
+    );
+    assert_eq!(
+        report.files.get("out.txt").map(Vec::as_slice),
+        Some(&b"hi"[..])
+    );
     if sandbox.isolation().is_isolated() {
-        assert!(report.stdout.text.contains("/sandbox"), "{}", report.stdout.text);
+        assert!(
+            report.stdout.text.contains("/sandbox"),
+            "{}",
+            report.stdout.text
+        );
         // The repository (where tasks and their hidden answers live) is not there.
         let manifest_dir = env!("CARGO_MANIFEST_DIR");
         let probe = format!(
             "import os\nprint(os.path.exists({manifest_dir:?}), os.path.exists('/root/.ssh'), os.path.exists('/proc/1'))"
         );
         let report = sandbox.run(script(&probe)).await.unwrap();
-        assert_eq!(report.stdout.text.trim(), "False False False", "{}", report.stderr.text);
+        assert_eq!(
+            report.stdout.text.trim(),
+            "False False False",
+            "{}",
+            report.stderr.text
+        );
     }
 }

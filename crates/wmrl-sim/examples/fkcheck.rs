@@ -1,18 +1,42 @@
 use wmrl_sim::*;
 fn main() {
+    let task: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(0);
     let mut cfg = EnvConfig::default();
     cfg.camera.enabled = false;
+    cfg.world = physics::WorldParams::from_env();
     let mut env = SimEnv::new(cfg);
-    env.reset(0, 0).unwrap();
+    env.reset(task, 0).unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..50 {
+        env.step(&NOOP_ACTION);
+    }
+    println!("noop: {:.2} ms/step", t.elapsed().as_secs_f64() * 20.0);
+    let w = env.world();
+    let awake = w
+        .world
+        .bodies
+        .iter()
+        .filter(|(_, b)| b.is_dynamic() && !b.is_sleeping())
+        .count();
+    let pairs = w.world.narrow_phase.contact_pairs().count();
+    let active = w
+        .world
+        .narrow_phase
+        .contact_pairs()
+        .filter(|p| p.has_any_active_contact())
+        .count();
+    println!(
+        "awake dynamic bodies {awake}, colliders {}, contact pairs {pairs} active {active}",
+        w.world.colliders.len()
+    );
     let mut ex = expert::Expert::new(&env);
-    for i in 0..16 {
+    let t = std::time::Instant::now();
+    for _ in 0..50 {
         let a = ex.act(&env);
         env.step(&a);
-        let w = env.world();
-        let f0 = w.body_pose(w.robot.finger_bodies[0]).translation.vector;
-        let f1 = w.body_pose(w.robot.finger_bodies[1]).translation.vector;
-        let can = w.body_pose(w.entities[w.entity_index("alphabet_soup_1").unwrap()].root).translation.vector;
-        let ee = env.ee_pose().translation.vector;
-        println!("{i} {:?} a {:?}\n  ee {:.3?}\n  f0 {:.3?} f1 {:.3?} can {:.3?}", ex.progress(), a.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>(), ee.as_slice(), f0.as_slice(), f1.as_slice(), can.as_slice());
     }
+    println!("expert: {:.2} ms/step", t.elapsed().as_secs_f64() * 20.0);
 }

@@ -81,7 +81,11 @@ impl std::fmt::Display for ExecutionError {
             ExecutionError::NonFiniteState { body } => {
                 write!(f, "simulation unstable: non-finite state of `{body}`")
             }
-            ExecutionError::Unstable { body, distance, speed } => write!(
+            ExecutionError::Unstable {
+                body,
+                distance,
+                speed,
+            } => write!(
                 f,
                 "simulation unstable: `{body}` at {distance:.2} m from the table moving at {speed:.1} m/s"
             ),

@@ -25,7 +25,11 @@ pub struct SimBenchOptions {
 
 impl Default for SimBenchOptions {
     fn default() -> Self {
-        SimBenchOptions { steps: 150, tasks: (0..NUM_TASKS).collect(), image_size: 128 }
+        SimBenchOptions {
+            steps: 150,
+            tasks: (0..NUM_TASKS).collect(),
+            image_size: 128,
+        }
     }
 }
 

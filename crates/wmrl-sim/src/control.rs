@@ -66,12 +66,23 @@ impl Controller {
     /// A controller holding `q` with the gripper command matching `finger` opening.
     pub fn new(params: ControlParams, q: &[f64], finger: f64, finger_upper: f64) -> Controller {
         let gripper = (1.0 - 2.0 * finger / finger_upper).clamp(-1.0, 1.0);
-        Controller { params, gripper, q_start: q.to_vec(), q_goal: q.to_vec(), gripper_sign: 0.0 }
+        Controller {
+            params,
+            gripper,
+            q_start: q.to_vec(),
+            q_goal: q.to_vec(),
+            gripper_sign: 0.0,
+        }
     }
 
     /// Current arm joint positions.
     pub fn measure(world: &SimWorld) -> Vec<f64> {
-        world.robot.arm.iter().map(|&j| world.joint_position(j)).collect()
+        world
+            .robot
+            .arm
+            .iter()
+            .map(|&j| world.joint_position(j))
+            .collect()
     }
 
     /// End-effector pose in the world from joint positions.
@@ -92,8 +103,15 @@ impl Controller {
         );
         let target = world.robot.base.inverse() * target_world;
         let mut goal = q.clone();
-        let weights = if robot.chain.dof() >= 6 { [1.0, 1.0] } else { [1.0, 0.1] };
-        let residual = robot.chain.solve_dls(&mut goal, &target, p.ik_iterations, p.ik_lambda, weights);
+        let weights = if robot.chain.dof() >= 6 {
+            [1.0, 1.0]
+        } else {
+            [1.0, 0.1]
+        };
+        let residual =
+            robot
+                .chain
+                .solve_dls(&mut goal, &target, p.ik_iterations, p.ik_lambda, weights);
         tracing::trace!(residual, "ik");
         // Respect joint velocity limits over one control period.
         let dt = 1.0 / p.control_hz;
@@ -134,19 +152,36 @@ impl Controller {
             let target = self.q_start[i] + (self.q_goal[i] - self.q_start[i]) * frac;
             let vel = (self.q_goal[i] - self.q_start[i]) / period;
             let handle = world.robot.arm[i];
-            world.set_joint_motor(handle, target as f32, vel as f32, stiff, damp, j.effort as f32);
+            world.set_joint_motor(
+                handle,
+                target as f32,
+                vel as f32,
+                stiff,
+                damp,
+                j.effort as f32,
+            );
         }
-        self.gripper = (self.gripper + self.gripper_sign * self.params.gripper_rate / n as f64).clamp(-1.0, 1.0);
+        self.gripper = (self.gripper + self.gripper_sign * self.params.gripper_rate / n as f64)
+            .clamp(-1.0, 1.0);
         let open = robot.finger_upper * (1.0 - self.gripper) / 2.0;
         // Closing aims slightly past zero so a held object is squeezed with the force limit.
         let target = if self.gripper >= 1.0 { -0.005 } else { open };
         let force = world.params.gripper_force.min(robot.finger_effort as f32);
         for f in world.robot.fingers {
-            world.set_joint_motor(f, target as f32, 0.0, self.params.finger_stiffness, self.params.finger_damping, force);
+            world.set_joint_motor(
+                f,
+                target as f32,
+                0.0,
+                self.params.finger_stiffness,
+                self.params.finger_damping,
+                force,
+            );
             if let Some((mb, link)) = world.world.multibody_joints.get_mut(f)
                 && let Some(l) = mb.link_mut(link)
             {
-                l.joint.data.set_motor_model(rapier3d::prelude::JointAxis::LinX, MotorModel::ForceBased);
+                l.joint
+                    .data
+                    .set_motor_model(rapier3d::prelude::JointAxis::LinX, MotorModel::ForceBased);
             }
         }
     }

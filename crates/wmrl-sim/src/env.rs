@@ -104,7 +104,12 @@ impl SimEnv {
         let (w, h) = (config.camera.width, config.camera.height);
         let home = robot.spec.home.clone();
         SimEnv {
-            controller: Controller::new(config.control.clone(), &home, robot.spec.finger_start, robot.finger_upper),
+            controller: Controller::new(
+                config.control.clone(),
+                &home,
+                robot.spec.finger_start,
+                robot.finger_upper,
+            ),
             config,
             robot: Arc::new(robot),
             tasks: (0..NUM_TASKS).map(|_| None).collect(),
@@ -121,7 +126,10 @@ impl SimEnv {
 
     fn task_data(&mut self, task: usize) -> Result<&mut TaskData> {
         if task >= NUM_TASKS {
-            return Err(SimError::UnknownTask { index: task, count: NUM_TASKS });
+            return Err(SimError::UnknownTask {
+                index: task,
+                count: NUM_TASKS,
+            });
         }
         if self.tasks[task].is_none() {
             let spec = libero_long_tasks().swap_remove(task);
@@ -140,7 +148,10 @@ impl SimEnv {
     /// The fixed initial state `index` of `task` (generated on first use, then cached).
     pub fn initial_state(&mut self, task: usize, index: usize) -> Result<Arc<SimState>> {
         if index >= NUM_INIT_STATES {
-            return Err(SimError::UnknownInitialState { index, count: NUM_INIT_STATES });
+            return Err(SimError::UnknownInitialState {
+                index,
+                count: NUM_INIT_STATES,
+            });
         }
         let seed = self.config.init_seed;
         let robot = self.robot.clone();
@@ -149,7 +160,13 @@ impl SimEnv {
             return Ok(s.clone());
         }
         let _span = tracing::debug_span!("initial_state", task, index).entered();
-        let state = Arc::new(generate_state(&data.spec.scene, &data.template, &robot, seed, index)?);
+        let state = Arc::new(generate_state(
+            &data.spec.scene,
+            &data.template,
+            &robot,
+            seed,
+            index,
+        )?);
         data.init_states[index] = Some(state.clone());
         Ok(state)
     }
@@ -167,8 +184,12 @@ impl SimEnv {
         let mut world = (*data.template).clone();
         world.restore(state)?;
         let q: Vec<f64> = state.arm_q.iter().map(|&v| v as f64).collect();
-        self.controller =
-            Controller::new(self.config.control.clone(), &q, state.fingers[0] as f64, self.robot.finger_upper);
+        self.controller = Controller::new(
+            self.config.control.clone(),
+            &q,
+            state.fingers[0] as f64,
+            self.robot.finger_upper,
+        );
         self.world = Some(world);
         self.current = task;
         self.steps = 0;
@@ -179,7 +200,9 @@ impl SimEnv {
 
     /// Physics substeps per control step.
     pub fn substeps(&self) -> usize {
-        (self.config.world.physics_hz / self.config.control.control_hz).round().max(1.0) as usize
+        (self.config.world.physics_hz / self.config.control.control_hz)
+            .round()
+            .max(1.0) as usize
     }
 
     /// Applies one action (sanitised first) and advances one control step.
@@ -200,7 +223,11 @@ impl SimEnv {
             }
             self.error = check_stability(world);
             if self.error.is_none() {
-                let scene = &self.tasks[self.current].as_ref().expect("task built").spec.scene;
+                let scene = &self.tasks[self.current]
+                    .as_ref()
+                    .expect("task built")
+                    .spec
+                    .scene;
                 self.success = goal_reached(scene, world);
             } else {
                 tracing::warn!(error = %self.error.as_ref().expect("set"), "execution error");
@@ -245,7 +272,10 @@ impl SimEnv {
             };
         }
         let world = self.world.as_ref().expect("reset() first");
-        let meshes = &self.tasks[self.current].as_ref().expect("task built").meshes;
+        let meshes = &self.tasks[self.current]
+            .as_ref()
+            .expect("task built")
+            .meshes;
         let agent = agent_camera(&world.layout.agent_camera());
         let wrist = wrist_camera(world, &self.robot);
         Observation {
@@ -257,7 +287,9 @@ impl SimEnv {
 
     /// The current world (after a reset).
     pub fn world(&self) -> &SimWorld {
-        self.world.as_ref().expect("reset() before querying the world")
+        self.world
+            .as_ref()
+            .expect("reset() before querying the world")
     }
 
     /// The robot model.
@@ -267,7 +299,10 @@ impl SimEnv {
 
     /// The current task.
     pub fn task(&self) -> &TaskSpec {
-        &self.tasks[self.current].as_ref().expect("reset() first").spec
+        &self.tasks[self.current]
+            .as_ref()
+            .expect("reset() first")
+            .spec
     }
 
     /// The current task's scene.
@@ -336,12 +371,18 @@ pub fn check_stability(world: &SimWorld) -> Option<ExecutionError> {
         let p = rb.translation();
         let v = rb.linvel();
         if !(p.is_finite() && v.is_finite() && rb.angvel().is_finite()) {
-            return Some(ExecutionError::NonFiniteState { body: name.to_string() });
+            return Some(ExecutionError::NonFiniteState {
+                body: name.to_string(),
+            });
         }
         let d = (Vector3::new(p.x as f64, p.y as f64, p.z as f64) - centre).norm();
         let speed = v.length();
         if d > 3.0 || speed > 15.0 {
-            return Some(ExecutionError::Unstable { body: name.to_string(), distance: d as f32, speed });
+            return Some(ExecutionError::Unstable {
+                body: name.to_string(),
+                distance: d as f32,
+                speed,
+            });
         }
     }
     None

@@ -78,7 +78,9 @@ pub enum SimError {
         message: String,
     },
     /// Initial-state generation could not place the objects without collisions.
-    #[error("task `{task}`: could not place `{object}` without collision after {attempts} attempts")]
+    #[error(
+        "task `{task}`: could not place `{object}` without collision after {attempts} attempts"
+    )]
     Placement {
         /// The task's name.
         task: String,

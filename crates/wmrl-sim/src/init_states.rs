@@ -44,15 +44,20 @@ impl InitStateSet {
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string(self).expect("states serialise");
         let tmp = path.with_extension("json.tmp");
-        let io = |source| SimError::Io { path: path.to_path_buf(), source };
+        let io = |source| SimError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
     }
 
     /// Reads a set written by [`InitStateSet::save`].
     pub fn load(path: &Path) -> Result<InitStateSet> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| SimError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| SimError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         serde_json::from_str(&text).map_err(|e| SimError::Parse {
             file: path.display().to_string(),
             line: e.line(),
@@ -63,7 +68,9 @@ impl InitStateSet {
 }
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Footprint rectangles (x_min, y_min, x_max, y_max), one per part, in the type's frame.
@@ -71,7 +78,11 @@ fn footprint(spec: &ObjectType) -> Vec<[f64; 4]> {
     spec.parts
         .iter()
         .map(|p| ([0.0; 3], p))
-        .chain(spec.links.iter().flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))))
+        .chain(
+            spec.links
+                .iter()
+                .flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))),
+        )
         .map(|(o, p)| {
             let (lo, hi) = p.aabb();
             [o[0] + lo[0], o[1] + lo[1], o[0] + hi[0], o[1] + hi[1]]
@@ -99,10 +110,11 @@ fn overlap(a: &[[f64; 2]; 4], b: &[[f64; 2]; 4]) -> bool {
             let q = poly[(i + 1) % 4];
             let n = [q[1] - p[1], p[0] - q[0]];
             let proj = |pts: &[[f64; 2]; 4]| {
-                pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                    let d = v[0] * n[0] + v[1] * n[1];
-                    (lo.min(d), hi.max(d))
-                })
+                pts.iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                        let d = v[0] * n[0] + v[1] * n[1];
+                        (lo.min(d), hi.max(d))
+                    })
             };
             let (a0, a1) = proj(a);
             let (b0, b1) = proj(b);
@@ -115,8 +127,16 @@ fn overlap(a: &[[f64; 2]; 4], b: &[[f64; 2]; 4]) -> bool {
 }
 
 /// Samples (before settling) initial state `index` of `scene` for `seed`.
-pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u64, index: usize) -> Result<SimState> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv(&scene.name) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+pub fn sample_state(
+    scene: &Scene,
+    world: &SimWorld,
+    robot: &RobotModel,
+    seed: u64,
+    index: usize,
+) -> Result<SimState> {
+    let mut rng = ChaCha8Rng::seed_from_u64(
+        seed ^ fnv(&scene.name) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
     let noise = robot.spec.home_noise;
     let arm_q: Vec<f32> = robot
         .spec
@@ -124,7 +144,11 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
         .iter()
         .zip(&robot.chain.joints)
         .map(|(&h, j)| {
-            let n = if noise > 0.0 { rng.random_range(-noise..noise) } else { 0.0 };
+            let n = if noise > 0.0 {
+                rng.random_range(-noise..noise)
+            } else {
+                0.0
+            };
             (h + n).clamp(j.lower, j.upper) as f32
         })
         .collect();
@@ -148,7 +172,10 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
             _ => {
                 return Err(SimError::InvalidScene {
                     scene: scene.name.clone(),
-                    message: format!("`{}` has no `On {} <table region>` initial predicate", e.name, e.name),
+                    message: format!(
+                        "`{}` has no `On {} <table region>` initial predicate",
+                        e.name, e.name
+                    ),
                 });
             }
         };
@@ -156,10 +183,21 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
         let mut found = None;
         for _ in 0..500 {
             let r = ranges[rng.random_range(0..ranges.len())];
-            let x = if r[2] > r[0] { rng.random_range(r[0]..r[2]) } else { r[0] };
-            let y = if r[3] > r[1] { rng.random_range(r[1]..r[3]) } else { r[1] };
-            let yaw = if yaw_range[1] > yaw_range[0] { rng.random_range(yaw_range[0]..yaw_range[1]) } else { yaw_range[0] }
-                + e.spec.yaw;
+            let x = if r[2] > r[0] {
+                rng.random_range(r[0]..r[2])
+            } else {
+                r[0]
+            };
+            let y = if r[3] > r[1] {
+                rng.random_range(r[1]..r[3])
+            } else {
+                r[1]
+            };
+            let yaw = if yaw_range[1] > yaw_range[0] {
+                rng.random_range(yaw_range[0]..yaw_range[1])
+            } else {
+                yaw_range[0]
+            } + e.spec.yaw;
             let c: Vec<[[f64; 2]; 4]> = fp.iter().map(|r| corners(*r, x, y, yaw, 0.004)).collect();
             if !placed.iter().any(|p| c.iter().any(|q| overlap(p, q))) {
                 found = Some((x, y, yaw, c));
@@ -167,7 +205,11 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
             }
         }
         let Some((x, y, yaw, c)) = found else {
-            return Err(SimError::Placement { task: scene.name.clone(), object: e.name.clone(), attempts: 500 });
+            return Err(SimError::Placement {
+                task: scene.name.clone(),
+                object: e.name.clone(),
+                attempts: 500,
+            });
         };
         placed.extend(c);
         let drop = if e.is_object { 0.002 } else { 0.0 };
@@ -185,10 +227,16 @@ pub fn sample_state(scene: &Scene, world: &SimWorld, robot: &RobotModel, seed: u
                     _ => return None,
                 };
                 let hits = *target == e.name
-                    || scene.region(target).is_some_and(|r| r.target == e.name && link.sites.iter().any(|s| s.name == r.name));
+                    || scene.region(target).is_some_and(|r| {
+                        r.target == e.name && link.sites.iter().any(|s| s.name == r.name)
+                    });
                 hits.then_some(state)
             });
-            let state = wanted.or(if link.states.contains_key("closed") { Some("closed") } else { Some("off") });
+            let state = wanted.or(if link.states.contains_key("closed") {
+                Some("closed")
+            } else {
+                Some("off")
+            });
             let q = match state.and_then(|s| link.states.get(s)) {
                 Some(iv) if iv[1] > iv[0] => rng.random_range(iv[0]..iv[1]),
                 Some(iv) => iv[0],

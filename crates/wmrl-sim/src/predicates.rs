@@ -40,11 +40,19 @@ pub fn resolve_region(scene: &Scene, world: &SimWorld, name: &str) -> Option<Reg
         if let Some(ei) = world.entity_index(&region.target) {
             let spec = &world.entities[ei].spec;
             if let Some(site) = spec.sites.iter().find(|s| s.name == region.name) {
-                return Some(RegionRef::Site { entity: ei, link: None, site: site.clone() });
+                return Some(RegionRef::Site {
+                    entity: ei,
+                    link: None,
+                    site: site.clone(),
+                });
             }
             for (li, l) in spec.links.iter().enumerate() {
                 if let Some(site) = l.sites.iter().find(|s| s.name == region.name) {
-                    return Some(RegionRef::Site { entity: ei, link: Some(li), site: site.clone() });
+                    return Some(RegionRef::Site {
+                        entity: ei,
+                        link: Some(li),
+                        site: site.clone(),
+                    });
                 }
             }
             return None;
@@ -62,7 +70,12 @@ pub fn resolve_region(scene: &Scene, world: &SimWorld, name: &str) -> Option<Reg
 }
 
 /// World frame of a site (its centre) for the current state.
-pub fn site_frame(world: &SimWorld, entity: usize, link: Option<usize>, site: &Site) -> Isometry3<f64> {
+pub fn site_frame(
+    world: &SimWorld,
+    entity: usize,
+    link: Option<usize>,
+    site: &Site,
+) -> Isometry3<f64> {
     let e = &world.entities[entity];
     let body = link.map_or(e.root, |l| e.links[l].body);
     world.body_pose(body) * Isometry3::translation(site.pos[0], site.pos[1], site.pos[2])
@@ -77,13 +90,14 @@ pub fn inside(world: &SimWorld, a: usize, region: &RegionRef) -> bool {
     let p = root(world, a);
     match region {
         RegionRef::Site { entity, link, site } => {
-            let local = site_frame(world, *entity, *link, site).inverse_transform_point(&Point3::from(p));
+            let local =
+                site_frame(world, *entity, *link, site).inverse_transform_point(&Point3::from(p));
             let h = site.half;
             local.x.abs() < h[0] && local.y.abs() < h[1] && local.z > -h[2] - 0.01 && local.z < h[2]
         }
-        RegionRef::Table { ranges } => ranges
-            .iter()
-            .any(|r| p.x > r[0] && p.x < r[2] && p.y > r[1] && p.y < r[3] && p.z > world.table_top - 0.01),
+        RegionRef::Table { ranges } => ranges.iter().any(|r| {
+            p.x > r[0] && p.x < r[2] && p.y > r[1] && p.y < r[3] && p.z > world.table_top - 0.01
+        }),
     }
 }
 
@@ -118,7 +132,8 @@ pub fn evaluate(scene: &Scene, world: &SimWorld, p: &Predicate) -> Option<bool> 
             let ai = world.entity_index(a)?;
             if let Some(bi) = world.entity_index(b) {
                 let (pa, pb) = (root(world, ai), root(world, bi));
-                let touching = world.in_contact(&world.entity_colliders(ai), &world.entity_colliders(bi));
+                let touching =
+                    world.in_contact(&world.entity_colliders(ai), &world.entity_colliders(bi));
                 let xy = ((pa.x - pb.x).powi(2) + (pa.y - pb.y).powi(2)).sqrt();
                 return Some(pb.z <= pa.z && touching && xy < 0.03);
             }
@@ -131,14 +146,16 @@ pub fn evaluate(scene: &Scene, world: &SimWorld, p: &Predicate) -> Option<bool> 
                         && local.y.abs() < h[1]
                         && local.z > h[2] - 0.005 - 2.0 * h[2]
                         && local.z < h[2] + 0.10;
-                    let touching =
-                        world.in_contact(&world.entity_colliders(ai), &world.entity_colliders(entity));
+                    let touching = world
+                        .in_contact(&world.entity_colliders(ai), &world.entity_colliders(entity));
                     Some(within && touching)
                 }
                 RegionRef::Table { ranges } => {
                     let pa = root(world, ai);
                     Some(
-                        ranges.iter().any(|r| pa.x > r[0] && pa.x < r[2] && pa.y > r[1] && pa.y < r[3])
+                        ranges
+                            .iter()
+                            .any(|r| pa.x > r[0] && pa.x < r[2] && pa.y > r[1] && pa.y < r[3])
                             && pa.z > world.table_top - 0.005
                             && pa.z < world.table_top + 0.10,
                     )
@@ -152,7 +169,11 @@ pub fn evaluate(scene: &Scene, world: &SimWorld, p: &Predicate) -> Option<bool> 
         }
         Predicate::Open(x) | Predicate::TurnOn(x) => {
             let (e, l) = articulation(scene, world, x)?;
-            let state = if matches!(p, Predicate::Open(_)) { "open" } else { "on" };
+            let state = if matches!(p, Predicate::Open(_)) {
+                "open"
+            } else {
+                "on"
+            };
             let v = link_states(world, e, l, state);
             Some(!v.is_empty() && v.iter().any(|&b| b))
         }
@@ -172,5 +193,8 @@ pub fn evaluate(scene: &Scene, world: &SimWorld, p: &Predicate) -> Option<bool> 
 
 /// Whether every goal predicate holds.
 pub fn goal_reached(scene: &Scene, world: &SimWorld) -> bool {
-    scene.goal.iter().all(|p| evaluate(scene, world, p) == Some(true))
+    scene
+        .goal
+        .iter()
+        .all(|p| evaluate(scene, world, p) == Some(true))
 }

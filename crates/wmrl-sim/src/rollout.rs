@@ -69,14 +69,24 @@ pub struct TaskRate {
 }
 
 /// Runs the expert on every `(task, state)` pair in parallel (cameras off).
-pub fn expert_sweep(tasks: &[usize], states: std::ops::Range<usize>, config: &EnvConfig) -> Result<Vec<EpisodeSummary>> {
+pub fn expert_sweep(
+    tasks: &[usize],
+    states: std::ops::Range<usize>,
+    config: &EnvConfig,
+) -> Result<Vec<EpisodeSummary>> {
     let mut config = config.clone();
     config.camera.enabled = false;
-    let jobs: Vec<(usize, usize)> = tasks.iter().flat_map(|&t| states.clone().map(move |k| (t, k))).collect();
+    let jobs: Vec<(usize, usize)> = tasks
+        .iter()
+        .flat_map(|&t| states.clone().map(move |k| (t, k)))
+        .collect();
     jobs.par_chunks(states.len().max(1))
         .map(|chunk| {
             let mut env = SimEnv::new(config.clone());
-            chunk.iter().map(|&(t, k)| run_expert(&mut env, t, k, |_| {})).collect::<Result<Vec<_>>>()
+            chunk
+                .iter()
+                .map(|&(t, k)| run_expert(&mut env, t, k, |_| {}))
+                .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<Vec<_>>>>()
         .map(|v| v.into_iter().flatten().collect())
@@ -98,7 +108,8 @@ pub fn task_rates(episodes: &[EpisodeSummary]) -> Vec<TaskRate> {
                 successes: ok.len(),
                 execution_errors: eps.iter().filter(|e| e.execution_error.is_some()).count(),
                 success_rate: ok.len() as f64 / eps.len().max(1) as f64,
-                mean_success_steps: ok.iter().map(|e| e.steps as f64).sum::<f64>() / ok.len().max(1) as f64,
+                mean_success_steps: ok.iter().map(|e| e.steps as f64).sum::<f64>()
+                    / ok.len().max(1) as f64,
             }
         })
         .collect()

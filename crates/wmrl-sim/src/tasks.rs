@@ -71,5 +71,8 @@ pub fn task(index: usize) -> Result<TaskSpec> {
     libero_long_tasks()
         .into_iter()
         .nth(index)
-        .ok_or(SimError::UnknownTask { index, count: NUM_TASKS })
+        .ok_or(SimError::UnknownTask {
+            index,
+            count: NUM_TASKS,
+        })
 }

@@ -16,7 +16,9 @@ pub struct VecEnv {
 impl VecEnv {
     /// `n` environments with the same settings.
     pub fn new(n: usize, config: EnvConfig) -> VecEnv {
-        VecEnv { envs: (0..n).map(|_| SimEnv::new(config.clone())).collect() }
+        VecEnv {
+            envs: (0..n).map(|_| SimEnv::new(config.clone())).collect(),
+        }
     }
 
     /// Number of environments.
@@ -31,7 +33,11 @@ impl VecEnv {
 
     /// Resets environment `i` to `(task, initial_state)` = `starts[i]`, in parallel.
     pub fn reset(&mut self, starts: &[(usize, usize)]) -> Result<Vec<Observation>> {
-        assert_eq!(starts.len(), self.envs.len(), "one (task, initial state) per environment");
+        assert_eq!(
+            starts.len(),
+            self.envs.len(),
+            "one (task, initial state) per environment"
+        );
         self.envs
             .par_iter_mut()
             .zip(starts.par_iter())
@@ -42,7 +48,11 @@ impl VecEnv {
     /// Steps environment `i` with `actions[i]`, in parallel.
     pub fn step(&mut self, actions: &[Action]) -> Vec<StepOutcome> {
         assert_eq!(actions.len(), self.envs.len(), "one action per environment");
-        self.envs.par_iter_mut().zip(actions.par_iter()).map(|(env, a)| env.step(a)).collect()
+        self.envs
+            .par_iter_mut()
+            .zip(actions.par_iter())
+            .map(|(env, a)| env.step(a))
+            .collect()
     }
 
     /// The environments (e.g. for experts to read their state).

@@ -17,15 +17,34 @@ fn actions(n: usize) -> Vec<Action> {
     (0..n)
         .map(|i| {
             let t = i as f32 * 0.3;
-            [0.5 * t.sin(), 0.4 * t.cos(), -0.3, 0.1 * t.sin(), 0.0, 0.2, if i % 10 < 5 { 1.0 } else { -1.0 }]
+            [
+                0.5 * t.sin(),
+                0.4 * t.cos(),
+                -0.3,
+                0.1 * t.sin(),
+                0.0,
+                0.2,
+                if i % 10 < 5 { 1.0 } else { -1.0 },
+            ]
         })
         .collect()
 }
 
 fn bits(s: &SimState) -> Vec<u32> {
-    let mut v: Vec<u32> = s.arm_q.iter().chain(&s.fingers).map(|x| x.to_bits()).collect();
+    let mut v: Vec<u32> = s
+        .arm_q
+        .iter()
+        .chain(&s.fingers)
+        .map(|x| x.to_bits())
+        .collect();
     for e in &s.entities {
-        v.extend(e.pos.iter().chain(&e.quat_xyzw).chain(&e.joints).map(|x| x.to_bits()));
+        v.extend(
+            e.pos
+                .iter()
+                .chain(&e.quat_xyzw)
+                .chain(&e.joints)
+                .map(|x| x.to_bits()),
+        );
     }
     v
 }
@@ -47,7 +66,10 @@ fn same_seed_same_trajectory_bit_for_bit() {
 fn vectorised_envs_are_identical_for_any_thread_count() {
     let starts = [(0, 0), (3, 1), (8, 2), (0, 0)];
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         pool.install(|| {
             let mut venv = VecEnv::new(starts.len(), config(false));
             venv.reset(&starts).unwrap();
@@ -55,7 +77,10 @@ fn vectorised_envs_are_identical_for_any_thread_count() {
                 let batch = vec![a; starts.len()];
                 venv.step(&batch);
             }
-            venv.envs().iter().map(|e| bits(&e.state())).collect::<Vec<_>>()
+            venv.envs()
+                .iter()
+                .map(|e| bits(&e.state()))
+                .collect::<Vec<_>>()
         })
     };
     let one = run(1);
@@ -68,12 +93,24 @@ fn initial_states_are_fixed_saved_and_restored() {
     let mut a = SimEnv::new(config(false));
     let mut b = SimEnv::new(config(false));
     let s1 = a.initial_state(4, 7).unwrap();
-    assert_eq!(bits(&s1), bits(&b.initial_state(4, 7).unwrap()), "generation is deterministic");
-    assert_ne!(bits(&s1), bits(&a.initial_state(4, 8).unwrap()), "states differ");
+    assert_eq!(
+        bits(&s1),
+        bits(&b.initial_state(4, 7).unwrap()),
+        "generation is deterministic"
+    );
+    assert_ne!(
+        bits(&s1),
+        bits(&a.initial_state(4, 8).unwrap()),
+        "states differ"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("states.json");
-    let set = InitStateSet { task: s1.task.clone(), seed: 1, states: vec![(*s1).clone()] };
+    let set = InitStateSet {
+        task: s1.task.clone(),
+        seed: 1,
+        states: vec![(*s1).clone()],
+    };
     set.save(&path).unwrap();
     let loaded = InitStateSet::load(&path).unwrap();
     assert_eq!(loaded, set);
@@ -84,7 +121,11 @@ fn initial_states_are_fixed_saved_and_restored() {
         a.step(&act);
         b.step(&act);
     }
-    assert_eq!(bits(&a.state()), bits(&b.state()), "a restored state replays bit for bit");
+    assert_eq!(
+        bits(&a.state()),
+        bits(&b.state()),
+        "a restored state replays bit for bit"
+    );
 }
 
 #[test]
@@ -96,7 +137,11 @@ fn initial_states_rest_on_the_table_with_goal_unmet() {
         let w = env.world();
         for e in w.entities.iter().filter(|e| e.is_object) {
             let z = w.body_pose(e.root).translation.z;
-            assert!((z - w.table_top).abs() < 0.02, "task {task}: {} rests on the table (z {z:.3})", e.name);
+            assert!(
+                (z - w.table_top).abs() < 0.02,
+                "task {task}: {} rests on the table (z {z:.3})",
+                e.name
+            );
         }
         let out = env.step(&wmrl_sim::NOOP_ACTION);
         assert!(out.execution_error.is_none() && !out.success && !out.done);
@@ -108,16 +153,46 @@ fn articulation_predicates_read_initial_joint_states() {
     let mut env = SimEnv::new(config(false));
     let check = |env: &SimEnv, p: Predicate| evaluate(env.scene(), env.world(), &p);
     env.reset(3, 0).unwrap();
-    assert_eq!(check(&env, Predicate::Open("white_cabinet_1_bottom_region".into())), Some(true));
-    assert_eq!(check(&env, Predicate::Close("white_cabinet_1_bottom_region".into())), Some(false));
-    assert_eq!(check(&env, Predicate::Close("white_cabinet_1_top_region".into())), Some(true));
+    assert_eq!(
+        check(
+            &env,
+            Predicate::Open("white_cabinet_1_bottom_region".into())
+        ),
+        Some(true)
+    );
+    assert_eq!(
+        check(
+            &env,
+            Predicate::Close("white_cabinet_1_bottom_region".into())
+        ),
+        Some(false)
+    );
+    assert_eq!(
+        check(&env, Predicate::Close("white_cabinet_1_top_region".into())),
+        Some(true)
+    );
     env.reset(9, 0).unwrap();
-    assert_eq!(check(&env, Predicate::Open("microwave_1".into())), Some(true));
+    assert_eq!(
+        check(&env, Predicate::Open("microwave_1".into())),
+        Some(true)
+    );
     env.reset(8, 0).unwrap();
-    assert_eq!(check(&env, Predicate::TurnOn("flat_stove_1".into())), Some(true));
+    assert_eq!(
+        check(&env, Predicate::TurnOn("flat_stove_1".into())),
+        Some(true)
+    );
     env.reset(2, 0).unwrap();
-    assert_eq!(check(&env, Predicate::TurnOff("flat_stove_1".into())), Some(true));
-    assert_eq!(check(&env, Predicate::On("moka_pot_1".into(), "flat_stove_1_cook_region".into())), Some(false));
+    assert_eq!(
+        check(&env, Predicate::TurnOff("flat_stove_1".into())),
+        Some(true)
+    );
+    assert_eq!(
+        check(
+            &env,
+            Predicate::On("moka_pot_1".into(), "flat_stove_1_cook_region".into())
+        ),
+        Some(false)
+    );
 }
 
 #[test]
@@ -128,7 +203,13 @@ fn bad_actions_are_clamped_and_counted() {
     assert!(out.execution_error.is_none());
     assert_eq!(env.action_stats.non_finite, 2);
     assert_eq!(env.action_stats.out_of_range, 2);
-    assert!(out.observation.proprio.eef_position.iter().all(|v| v.is_finite()));
+    assert!(
+        out.observation
+            .proprio
+            .eef_position
+            .iter()
+            .all(|v| v.is_finite())
+    );
 }
 
 #[test]
@@ -156,10 +237,16 @@ fn cameras_render_the_scene_and_proprio_has_15_values() {
         c.dedup();
         c.len()
     };
-    assert!(distinct(&a.agent_view) > 50, "a shaded scene, not a flat fill");
+    assert!(
+        distinct(&a.agent_view) > 50,
+        "a shaded scene, not a flat fill"
+    );
     assert!(distinct(&a.wrist_view) > 20);
     let b = env.reset(0, 1).unwrap();
-    assert_ne!(a.agent_view, b.agent_view, "different initial states look different");
+    assert_ne!(
+        a.agent_view, b.agent_view,
+        "different initial states look different"
+    );
     let w = a.proprio.gripper_width;
     assert!((w - 0.0417).abs() < 0.002, "LIBERO starts half open: {w}");
 }

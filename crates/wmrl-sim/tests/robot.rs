@@ -49,15 +49,30 @@ fn another_urdf_arm_loads_and_follows_actions() {
         assert!(out.execution_error.is_none());
     }
     let end = env.ee_pose().translation.vector;
-    assert!(end.z - start.z > 0.05, "the tiny arm rose {:.3} m", end.z - start.z);
+    assert!(
+        end.z - start.z > 0.05,
+        "the tiny arm rose {:.3} m",
+        end.z - start.z
+    );
     assert!(env.gripper_width() < 0.03, "and closed its fingers");
 }
 
 #[test]
 fn malformed_urdf_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(robots().join("panda/robot.toml"), dir.path().join("robot.toml")).unwrap();
-    std::fs::write(dir.path().join("panda.urdf"), "<robot name=\"x\"><link name=\"a\"></robot>").unwrap();
+    std::fs::copy(
+        robots().join("panda/robot.toml"),
+        dir.path().join("robot.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("panda.urdf"),
+        "<robot name=\"x\"><link name=\"a\"></robot>",
+    )
+    .unwrap();
     let msg = RobotModel::load(dir.path()).unwrap_err().to_string();
-    assert!(msg.contains("panda.urdf") && msg.contains("invalid URDF"), "{msg}");
+    assert!(
+        msg.contains("panda.urdf") && msg.contains("invalid URDF"),
+        "{msg}"
+    );
 }

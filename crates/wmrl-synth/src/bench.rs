@@ -25,7 +25,10 @@ pub struct CoreBenchOptions {
 
 impl Default for CoreBenchOptions {
     fn default() -> Self {
-        Self { pairs: 100_000, repeats: 15 }
+        Self {
+            pairs: 100_000,
+            repeats: 15,
+        }
     }
 }
 
@@ -65,8 +68,10 @@ pub fn bench_core(options: &CoreBenchOptions) -> Result<CoreBenchFigures> {
     let repeats = options.repeats.max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let scores: Vec<f64> = (0..options.pairs).map(|_| rng.random::<f64>()).collect();
-    let rewards: Vec<f64> =
-        scores.iter().map(|&s| (rng.random::<f64>() < s * s) as u8 as f64).collect();
+    let rewards: Vec<f64> = scores
+        .iter()
+        .map(|&s| (rng.random::<f64>() < s * s) as u8 as f64)
+        .collect();
     let mut fits = Vec::with_capacity(repeats);
     let mut fit = None;
     for _ in 0..repeats {
@@ -75,16 +80,29 @@ pub fn bench_core(options: &CoreBenchOptions) -> Result<CoreBenchFigures> {
         fit = Some(f?);
     }
     let fit = fit.expect("at least one repeat");
-    let (t, sum) = time(|| scores.iter().map(|&s| fit.predict(black_box(s))).sum::<f64>());
+    let (t, sum) = time(|| {
+        scores
+            .iter()
+            .map(|&s| fit.predict(black_box(s)))
+            .sum::<f64>()
+    });
     black_box(sum);
     let predictions_per_s = scores.len() as f64 / t;
 
     // One core step at the default scale, after the window has filled.
-    let config = CoreConfig { mode: Mode::Wmrl, ..CoreConfig::default() };
+    let config = CoreConfig {
+        mode: Mode::Wmrl,
+        ..CoreConfig::default()
+    };
     let data: Vec<(Vec<f64>, Vec<f64>)> = (0..config.groups)
         .map(|_| {
-            let r: Vec<f64> = (0..config.group_size).map(|_| rng.random::<f64>()).collect();
-            let s = r.iter().map(|&x| x * x + 0.1 * rng.random::<f64>()).collect();
+            let r: Vec<f64> = (0..config.group_size)
+                .map(|_| rng.random::<f64>())
+                .collect();
+            let s = r
+                .iter()
+                .map(|&x| x * x + 0.1 * rng.random::<f64>())
+                .collect();
             (r, s)
         })
         .collect();
@@ -97,7 +115,11 @@ pub fn bench_core(options: &CoreBenchOptions) -> Result<CoreBenchFigures> {
             .enumerate()
             .map(|(g, (r, s))| GroupInput {
                 task: (g % 10) as u32,
-                stream: if plan.is_anchor[g] { Stream::Anchor } else { Stream::WorldModel },
+                stream: if plan.is_anchor[g] {
+                    Stream::Anchor
+                } else {
+                    Stream::WorldModel
+                },
                 rewards: plan.is_anchor[g].then_some(r.as_slice()),
                 scores: Some(s.as_slice()),
                 inclusion_probability: plan.inclusion_probability[g],
@@ -116,14 +138,18 @@ pub fn bench_core(options: &CoreBenchOptions) -> Result<CoreBenchFigures> {
     let (t, zeros) = time(|| {
         let mut zeros = 0;
         for g in rewards8.chunks(8) {
-            zeros += wmrl_core::advantage::group_advantages_into(black_box(g), &opts, &mut out) as usize;
+            zeros +=
+                wmrl_core::advantage::group_advantages_into(black_box(g), &opts, &mut out) as usize;
         }
         zeros
     });
     black_box(zeros);
     let advantages_per_s = rewards8.len() as f64 / t;
 
-    let scenario = Scenario { steps: 50, ..Scenario::default() };
+    let scenario = Scenario {
+        steps: 50,
+        ..Scenario::default()
+    };
     let (t, run) = time(|| crate::runner::run(&scenario, Mode::Wmrl, 0, |_| {}));
     run?;
     let synth_steps_per_s = scenario.steps as f64 / t;

@@ -42,7 +42,12 @@ impl SoftmaxPolicy {
 
     fn refresh(&mut self) {
         let k = self.actions;
-        for ((logits, probs), cdf) in self.logits.chunks(k).zip(self.probs.chunks_mut(k)).zip(self.cdf.chunks_mut(k)) {
+        for ((logits, probs), cdf) in self
+            .logits
+            .chunks(k)
+            .zip(self.probs.chunks_mut(k))
+            .zip(self.cdf.chunks_mut(k))
+        {
             let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let mut sum = 0.0;
             for (p, &l) in probs.iter_mut().zip(logits) {
@@ -66,7 +71,15 @@ impl SoftmaxPolicy {
     /// The exact true reward J of the policy in `world`.
     pub fn true_reward(&self, world: &SyntheticWorld) -> f64 {
         let p = world.prompts();
-        (0..p).map(|x| self.probs(x).iter().zip(world.quality_row(x)).map(|(a, b)| a * b).sum::<f64>()).sum::<f64>()
+        (0..p)
+            .map(|x| {
+                self.probs(x)
+                    .iter()
+                    .zip(world.quality_row(x))
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+            })
+            .sum::<f64>()
             / p as f64
     }
 
@@ -74,7 +87,12 @@ impl SoftmaxPolicy {
     pub fn overrated_mass(&self, world: &SyntheticWorld) -> f64 {
         let p = world.prompts();
         (0..p)
-            .map(|x| (0..self.actions).filter(|&a| world.is_overrated(x, a)).map(|a| self.probs(x)[a]).sum::<f64>())
+            .map(|x| {
+                (0..self.actions)
+                    .filter(|&a| world.is_overrated(x, a))
+                    .map(|a| self.probs(x)[a])
+                    .sum::<f64>()
+            })
             .sum::<f64>()
             / p as f64
     }

@@ -40,7 +40,11 @@ impl Outputs {
 pub fn metrics_sink(path: &Path) -> Result<MetricsSink> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(wmrl_report::Error::Io { path: path.to_path_buf(), source: e }.into());
+            return Err(wmrl_report::Error::Io {
+                path: path.to_path_buf(),
+                source: e,
+            }
+            .into());
         }
         _ => {}
     }
@@ -107,7 +111,8 @@ pub fn table(result: &BenchmarkResult) -> String {
             m.real_executions,
             m.cost,
             fmt_opt(m.executions_to_target, 0),
-            m.savings_vs_real.map_or_else(|| "—".into(), |x| format!("{x:.1}×")),
+            m.savings_vs_real
+                .map_or_else(|| "—".into(), |x| format!("{x:.1}×")),
         );
     }
     out
@@ -116,18 +121,35 @@ pub fn table(result: &BenchmarkResult) -> String {
 /// Writes the summary JSON and both plots.
 pub fn write_summary_and_plots(outputs: &Outputs, result: &BenchmarkResult) -> Result<()> {
     write_json_atomic(&outputs.summary, result)?;
-    let title = format!("synthetic benchmark `{}`: true reward", result.scenario.name);
+    let title = format!(
+        "synthetic benchmark `{}`: true reward",
+        result.scenario.name
+    );
     let mut by_exec = Vec::new();
     let mut by_step = Vec::new();
     for c in &result.curves {
-        by_exec.push(Series::line(c.mode.name(), c.points.iter().map(|p| (p.1, p.3)).collect()));
-        by_step.push(Series::line(c.mode.name(), c.points.iter().map(|p| (p.0 as f64, p.3)).collect()));
+        by_exec.push(Series::line(
+            c.mode.name(),
+            c.points.iter().map(|p| (p.1, p.3)).collect(),
+        ));
+        by_step.push(Series::line(
+            c.mode.name(),
+            c.points.iter().map(|p| (p.0 as f64, p.3)).collect(),
+        ));
     }
     if let Some(t) = result.target {
-        let max_exec = result.curves.iter().flat_map(|c| c.points.iter().map(|p| p.1)).fold(0.0, f64::max);
-        by_exec.push(Series::line("target", vec![(0.0, t), (max_exec, t)]).with_style(SeriesStyle::Reference));
+        let max_exec = result
+            .curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.1))
+            .fold(0.0, f64::max);
+        by_exec.push(
+            Series::line("target", vec![(0.0, t), (max_exec, t)])
+                .with_style(SeriesStyle::Reference),
+        );
         by_step.push(
-            Series::line("target", vec![(0.0, t), (result.scenario.steps as f64, t)]).with_style(SeriesStyle::Reference),
+            Series::line("target", vec![(0.0, t), (result.scenario.steps as f64, t)])
+                .with_style(SeriesStyle::Reference),
         );
     }
     LinePlot {

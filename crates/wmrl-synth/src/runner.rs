@@ -56,14 +56,26 @@ pub fn final_window(steps: u64) -> usize {
 
 /// Trains a fresh uniform policy for `scenario.steps` steps in `mode`,
 /// calling `on_step` after each step.
-pub fn run(scenario: &Scenario, mode: Mode, seed: u64, mut on_step: impl FnMut(&StepRecord)) -> Result<RunResult> {
+pub fn run(
+    scenario: &Scenario,
+    mode: Mode,
+    seed: u64,
+    mut on_step: impl FnMut(&StepRecord),
+) -> Result<RunResult> {
     scenario.validate()?;
     let _span = tracing::info_span!("synth_run", scenario = %scenario.name, %mode, seed).entered();
     let world = SyntheticWorld::generate(scenario, seed);
-    let config = wmrl_core::CoreConfig { mode, seed: derive_seed(seed, &[0xc0e]), ..scenario.core };
+    let config = wmrl_core::CoreConfig {
+        mode,
+        seed: derive_seed(seed, &[0xc0e]),
+        ..scenario.core
+    };
     let mut core = Core::new(config)?;
-    let mut adapter = SynthAdapter { prompts: scenario.prompts };
-    let mut policy = SoftmaxPolicy::uniform(scenario.prompts, scenario.actions, scenario.learning_rate);
+    let mut adapter = SynthAdapter {
+        prompts: scenario.prompts,
+    };
+    let mut policy =
+        SoftmaxPolicy::uniform(scenario.prompts, scenario.actions, scenario.learning_rate);
     let mut executor = SynthExecutor::new(&world, scenario.execution_failure_rate);
     let mut world_model = SynthWorldModel::new(&world, derive_seed(seed, &[0x3a7e]));
 
@@ -77,7 +89,13 @@ pub fn run(scenario: &Scenario, mode: Mode, seed: u64, mut on_step: impl FnMut(&
     }];
     let (mut executions, mut cost) = (0u64, 0.0);
     for step in 1..=scenario.steps {
-        let report = wmrl_core::step(&mut core, &mut adapter, &mut policy, &mut world_model, &mut executor)?;
+        let report = wmrl_core::step(
+            &mut core,
+            &mut adapter,
+            &mut policy,
+            &mut world_model,
+            &mut executor,
+        )?;
         let attempts = (report.executions + report.execution_failures) as u64;
         executions += attempts;
         cost += attempts as f64 * scenario.cost.execution
@@ -94,8 +112,17 @@ pub fn run(scenario: &Scenario, mode: Mode, seed: u64, mut on_step: impl FnMut(&
         records.push(record);
     }
     let w = final_window(scenario.steps);
-    let final_true_reward = records[records.len() - w..].iter().map(|r| r.true_reward).sum::<f64>() / w as f64;
-    Ok(RunResult { mode, seed, records, final_true_reward })
+    let final_true_reward = records[records.len() - w..]
+        .iter()
+        .map(|r| r.true_reward)
+        .sum::<f64>()
+        / w as f64;
+    Ok(RunResult {
+        mode,
+        seed,
+        records,
+        final_true_reward,
+    })
 }
 
 /// Summary of one mode over seeds.
@@ -196,7 +223,11 @@ pub fn benchmark(
         });
     }
     if modes.is_empty() {
-        return Err(Error::InvalidScenario { field: "modes", value: "[]".into(), expected: "at least one mode" });
+        return Err(Error::InvalidScenario {
+            field: "modes",
+            value: "[]".into(),
+            expected: "at least one mode",
+        });
     }
     let mut runs = Vec::new();
     for &mode in modes {
@@ -206,21 +237,33 @@ pub fn benchmark(
             runs.push(run);
         }
     }
-    let worlds: Vec<SyntheticWorld> = (0..scenario.seeds).map(|s| SyntheticWorld::generate(scenario, s)).collect();
-    let optimal_true_reward = worlds.iter().map(SyntheticWorld::optimal_reward).sum::<f64>() / worlds.len() as f64;
+    let worlds: Vec<SyntheticWorld> = (0..scenario.seeds)
+        .map(|s| SyntheticWorld::generate(scenario, s))
+        .collect();
+    let optimal_true_reward = worlds
+        .iter()
+        .map(SyntheticWorld::optimal_reward)
+        .sum::<f64>()
+        / worlds.len() as f64;
 
     let by_mode = |mode: Mode| runs.iter().filter(|r| r.mode == mode).collect::<Vec<_>>();
     let curves: Vec<Curve> = modes.iter().map(|&m| mean_curve(m, &by_mode(m))).collect();
     let initial_true_reward = curves[0].points[0].3;
     let target = modes.contains(&Mode::Real).then(|| {
-        let finals: Vec<f64> = by_mode(Mode::Real).iter().map(|r| r.final_true_reward).collect();
+        let finals: Vec<f64> = by_mode(Mode::Real)
+            .iter()
+            .map(|r| r.final_true_reward)
+            .collect();
         initial_true_reward + target_fraction * (mean_se(&finals).0 - initial_true_reward)
     });
     let to_target = |curve: &Curve| -> Option<f64> {
         let t = target?;
         curve.points.iter().find(|p| p.3 >= t).map(|p| p.1)
     };
-    let real_to_target = curves.iter().find(|c| c.mode == Mode::Real).and_then(to_target);
+    let real_to_target = curves
+        .iter()
+        .find(|c| c.mode == Mode::Real)
+        .and_then(to_target);
     let modes = modes
         .iter()
         .zip(&curves)
@@ -228,7 +271,12 @@ pub fn benchmark(
             let rs = by_mode(mode);
             let finals: Vec<f64> = rs.iter().map(|r| r.final_true_reward).collect();
             let (final_true_reward, final_true_reward_se) = mean_se(&finals);
-            let last = |f: fn(&StepRecord) -> f64| rs.iter().map(|r| f(r.records.last().expect("records"))).sum::<f64>() / rs.len() as f64;
+            let last = |f: fn(&StepRecord) -> f64| {
+                rs.iter()
+                    .map(|r| f(r.records.last().expect("records")))
+                    .sum::<f64>()
+                    / rs.len() as f64
+            };
             let executions_to_target = to_target(curve);
             let savings_vs_real = match (real_to_target, executions_to_target) {
                 (Some(real), Some(own)) if own > 0.0 => Some(real / own),

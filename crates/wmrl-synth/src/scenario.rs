@@ -60,7 +60,13 @@ pub struct WorldModelSpec {
 
 impl Default for WorldModelSpec {
     fn default() -> Self {
-        Self { saturation: 2.0, overrated_fraction: 0.03, overrated_quality: 0.9, action_error_sd: 0.0, noise_sd: 0.02 }
+        Self {
+            saturation: 2.0,
+            overrated_fraction: 0.03,
+            overrated_quality: 0.9,
+            action_error_sd: 0.0,
+            noise_sd: 0.02,
+        }
     }
 }
 
@@ -76,7 +82,10 @@ pub struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
-        Self { execution: 1.0, world_model: 0.01 }
+        Self {
+            execution: 1.0,
+            world_model: 0.01,
+        }
     }
 }
 
@@ -185,7 +194,11 @@ impl Scenario {
     /// Checks every range; the error names the field.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &'static str, value: String, expected: &'static str| {
-            Err(Error::InvalidScenario { field, value, expected })
+            Err(Error::InvalidScenario {
+                field,
+                value,
+                expected,
+            })
         };
         if self.prompts == 0 || self.prompts > u32::MAX as usize {
             return bad("prompts", self.prompts.to_string(), "at least 1");
@@ -194,7 +207,11 @@ impl Scenario {
             return bad("actions", self.actions.to_string(), "at least 2");
         }
         if !(self.reward_skew.is_finite() && self.reward_skew > 0.0) {
-            return bad("reward_skew", self.reward_skew.to_string(), "a finite number > 0");
+            return bad(
+                "reward_skew",
+                self.reward_skew.to_string(),
+                "a finite number > 0",
+            );
         }
         let wm = &self.world_model;
         for (field, v) in [
@@ -207,19 +224,39 @@ impl Scenario {
             }
         }
         if !(0.0..=0.5).contains(&wm.overrated_fraction) {
-            return bad("world_model.overrated_fraction", wm.overrated_fraction.to_string(), "a number in [0, 0.5]");
+            return bad(
+                "world_model.overrated_fraction",
+                wm.overrated_fraction.to_string(),
+                "a number in [0, 0.5]",
+            );
         }
         if !wm.overrated_quality.is_finite() {
-            return bad("world_model.overrated_quality", wm.overrated_quality.to_string(), "a finite number");
+            return bad(
+                "world_model.overrated_quality",
+                wm.overrated_quality.to_string(),
+                "a finite number",
+            );
         }
         if !(0.0..1.0).contains(&self.execution_failure_rate) {
-            return bad("execution_failure_rate", self.execution_failure_rate.to_string(), "a number in [0, 1)");
+            return bad(
+                "execution_failure_rate",
+                self.execution_failure_rate.to_string(),
+                "a number in [0, 1)",
+            );
         }
         if !(self.cost.execution.is_finite() && self.cost.execution >= 0.0) {
-            return bad("cost.execution", self.cost.execution.to_string(), "a finite number ≥ 0");
+            return bad(
+                "cost.execution",
+                self.cost.execution.to_string(),
+                "a finite number ≥ 0",
+            );
         }
         if !(self.cost.world_model.is_finite() && self.cost.world_model >= 0.0) {
-            return bad("cost.world_model", self.cost.world_model.to_string(), "a finite number ≥ 0");
+            return bad(
+                "cost.world_model",
+                self.cost.world_model.to_string(),
+                "a finite number ≥ 0",
+            );
         }
         if self.steps == 0 {
             return bad("steps", "0".into(), "at least 1");
@@ -228,7 +265,11 @@ impl Scenario {
             return bad("seeds", "0".into(), "at least 1");
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return bad("learning_rate", self.learning_rate.to_string(), "a finite number > 0");
+            return bad(
+                "learning_rate",
+                self.learning_rate.to_string(),
+                "a finite number > 0",
+            );
         }
         self.core.validate().map_err(Error::Core)
     }
@@ -240,12 +281,16 @@ impl Scenario {
     /// is JSON (`0.5`, `true`, `"bernoulli"`, `{"kind": …}`) or a bare
     /// string. Unknown keys and ill-typed values are errors naming the key.
     pub fn apply_override(&mut self, assignment: &str) -> Result<()> {
-        let bad = |key: &str, message: String| Error::InvalidOverride { key: key.to_string(), message };
-        let (key, raw) =
-            assignment.split_once('=').ok_or_else(|| bad(assignment, "expected key=value".into()))?;
+        let bad = |key: &str, message: String| Error::InvalidOverride {
+            key: key.to_string(),
+            message,
+        };
+        let (key, raw) = assignment
+            .split_once('=')
+            .ok_or_else(|| bad(assignment, "expected key=value".into()))?;
         let key = key.trim();
-        let value: serde_json::Value =
-            serde_json::from_str(raw.trim()).unwrap_or_else(|_| serde_json::Value::String(raw.trim().to_string()));
+        let value: serde_json::Value = serde_json::from_str(raw.trim())
+            .unwrap_or_else(|_| serde_json::Value::String(raw.trim().to_string()));
         let mut tree = serde_json::to_value(&*self).map_err(|e| bad(key, e.to_string()))?;
         let mut node = &mut tree;
         for part in key.split('.') {
@@ -255,7 +300,8 @@ impl Scenario {
                 .ok_or_else(|| bad(key, format!("no such setting `{part}`")))?;
         }
         *node = value;
-        let updated: Scenario = serde_json::from_value(tree).map_err(|e| bad(key, e.to_string()))?;
+        let updated: Scenario =
+            serde_json::from_value(tree).map_err(|e| bad(key, e.to_string()))?;
         updated.validate()?;
         *self = updated;
         Ok(())
@@ -274,7 +320,12 @@ mod tests {
             let json = serde_json::to_string(&s).unwrap();
             assert_eq!(serde_json::from_str::<Scenario>(&json).unwrap(), s);
         }
-        assert!(Scenario::preset("nope").unwrap_err().to_string().contains("paper, binary, debias, denoise"));
+        assert!(
+            Scenario::preset("nope")
+                .unwrap_err()
+                .to_string()
+                .contains("paper, binary, debias, denoise")
+        );
     }
 
     #[test]
@@ -283,12 +334,29 @@ mod tests {
         s.apply_override("world_model.noise_sd=0.3").unwrap();
         s.apply_override("reward=bernoulli").unwrap();
         s.apply_override("core.mode=\"ppi\"").unwrap();
-        assert_eq!((s.world_model.noise_sd, s.reward, s.core.mode), (0.3, RewardKind::Bernoulli, wmrl_core::Mode::Ppi));
-        let err = s.apply_override("world_model.noise=1").unwrap_err().to_string();
-        assert!(err.contains("world_model.noise") && err.contains("no such setting"), "{err}");
-        assert!(s.apply_override("steps=many").unwrap_err().to_string().contains("steps"));
+        assert_eq!(
+            (s.world_model.noise_sd, s.reward, s.core.mode),
+            (0.3, RewardKind::Bernoulli, wmrl_core::Mode::Ppi)
+        );
+        let err = s
+            .apply_override("world_model.noise=1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("world_model.noise") && err.contains("no such setting"),
+            "{err}"
+        );
+        assert!(
+            s.apply_override("steps=many")
+                .unwrap_err()
+                .to_string()
+                .contains("steps")
+        );
         assert!(s.apply_override("steps=0").is_err());
-        assert_eq!(s.world_model.noise_sd, 0.3, "a failed override changes nothing");
+        assert_eq!(
+            s.world_model.noise_sd, 0.3,
+            "a failed override changes nothing"
+        );
     }
 
     #[test]

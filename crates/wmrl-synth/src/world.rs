@@ -14,7 +14,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use wmrl_core::TaskId;
 use wmrl_core::rng::derive_seed;
-use wmrl_core::seams::{Adapter, AnchorExecutor, EpisodeRequest, ExecutedEpisode, Execution, Imagined, WorldModel};
+use wmrl_core::seams::{
+    Adapter, AnchorExecutor, EpisodeRequest, ExecutedEpisode, Execution, Imagined, WorldModel,
+};
 
 use crate::scenario::{RewardKind, Scenario, WorldModelSpec};
 
@@ -46,7 +48,9 @@ impl SyntheticWorld {
         let (p, k) = (scenario.prompts, scenario.actions);
         let spec = scenario.world_model;
         let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, &[0x5eed_0001]));
-        let quality: Vec<f64> = (0..p * k).map(|_| rng.random::<f64>().powf(scenario.reward_skew)).collect();
+        let quality: Vec<f64> = (0..p * k)
+            .map(|_| rng.random::<f64>().powf(scenario.reward_skew))
+            .collect();
         let mut overrated = vec![false; p * k];
         let per_prompt = (spec.overrated_fraction * k as f64).round() as usize;
         for x in 0..p {
@@ -59,14 +63,32 @@ impl SyntheticWorld {
                 overrated[x * k + a] = true;
             }
         }
-        let m = |u: f64| if spec.saturation > 0.0 { (spec.saturation * u).tanh() / spec.saturation.tanh() } else { u };
+        let m = |u: f64| {
+            if spec.saturation > 0.0 {
+                (spec.saturation * u).tanh() / spec.saturation.tanh()
+            } else {
+                u
+            }
+        };
         let expected_score = (0..p * k)
             .map(|i| {
-                let believed = if overrated[i] { spec.overrated_quality } else { quality[i] };
+                let believed = if overrated[i] {
+                    spec.overrated_quality
+                } else {
+                    quality[i]
+                };
                 m(believed + spec.action_error_sd * standard_normal(&mut rng))
             })
             .collect();
-        Self { prompts: p, actions: k, reward: scenario.reward, spec, quality, expected_score, overrated }
+        Self {
+            prompts: p,
+            actions: k,
+            reward: scenario.reward,
+            spec,
+            quality,
+            expected_score,
+            overrated,
+        }
     }
 
     /// Number of prompts.
@@ -101,7 +123,10 @@ impl SyntheticWorld {
 
     /// Mean over prompts of the best action's quality: the ceiling of the true reward.
     pub fn optimal_reward(&self) -> f64 {
-        (0..self.prompts).map(|x| self.quality_row(x).iter().copied().fold(0.0, f64::max)).sum::<f64>() / self.prompts as f64
+        (0..self.prompts)
+            .map(|x| self.quality_row(x).iter().copied().fold(0.0, f64::max))
+            .sum::<f64>()
+            / self.prompts as f64
     }
 
     fn noisy_score(&self, x: usize, a: usize, rng: &mut impl Rng) -> f64 {
@@ -160,14 +185,21 @@ pub struct SynthExecutor<'w> {
 impl<'w> SynthExecutor<'w> {
     /// An executor whose episodes fail to execute (and are re-queued) with probability `failure_rate`.
     pub fn new(world: &'w SyntheticWorld, failure_rate: f64) -> Self {
-        Self { world, failure_rate }
+        Self {
+            world,
+            failure_rate,
+        }
     }
 }
 
 impl<P: ActionSampler + ?Sized> AnchorExecutor<SynthAdapter, P> for SynthExecutor<'_> {
     type Error = Infallible;
 
-    fn execute(&mut self, policy: &P, episodes: &[EpisodeRequest<'_, u32>]) -> Result<Vec<Execution<Rollout>>, Infallible> {
+    fn execute(
+        &mut self,
+        policy: &P,
+        episodes: &[EpisodeRequest<'_, u32>],
+    ) -> Result<Vec<Execution<Rollout>>, Infallible> {
         Ok(episodes
             .iter()
             .map(|e| {
@@ -175,14 +207,19 @@ impl<P: ActionSampler + ?Sized> AnchorExecutor<SynthAdapter, P> for SynthExecuto
                 let (a, mut rng) = action_of(policy, x, e.seed);
                 let mut infra = ChaCha8Rng::seed_from_u64(derive_seed(e.seed, &[0xfa11]));
                 if infra.random::<f64>() < self.failure_rate {
-                    return Execution::Failed { reason: "synthetic executor dropped the episode".into() };
+                    return Execution::Failed {
+                        reason: "synthetic executor dropped the episode".into(),
+                    };
                 }
                 let q = self.world.quality(x, a);
                 let reward = match self.world.reward {
                     RewardKind::Continuous => q,
                     RewardKind::Bernoulli => (rng.random::<f64>() < q) as u8 as f64,
                 };
-                Execution::Completed { rollout: Rollout { action: a as u32 }, reward }
+                Execution::Completed {
+                    rollout: Rollout { action: a as u32 },
+                    reward,
+                }
             })
             .collect())
     }
@@ -198,29 +235,45 @@ pub struct SynthWorldModel<'w> {
 impl<'w> SynthWorldModel<'w> {
     /// A world model over `world`; `seed` drives the noise of anchor scores.
     pub fn new(world: &'w SyntheticWorld, seed: u64) -> Self {
-        Self { world, rng: ChaCha8Rng::seed_from_u64(derive_seed(seed, &[0x5c0e])) }
+        Self {
+            world,
+            rng: ChaCha8Rng::seed_from_u64(derive_seed(seed, &[0x5c0e])),
+        }
     }
 }
 
 impl<P: ActionSampler + ?Sized> WorldModel<SynthAdapter, P> for SynthWorldModel<'_> {
     type Error = Infallible;
 
-    fn imagine(&mut self, policy: &P, episodes: &[EpisodeRequest<'_, u32>]) -> Result<Vec<Imagined<Rollout>>, Infallible> {
+    fn imagine(
+        &mut self,
+        policy: &P,
+        episodes: &[EpisodeRequest<'_, u32>],
+    ) -> Result<Vec<Imagined<Rollout>>, Infallible> {
         Ok(episodes
             .iter()
             .map(|e| {
                 let x = *e.prompt as usize;
                 let (a, _) = action_of(policy, x, e.seed);
                 let mut noise = ChaCha8Rng::seed_from_u64(derive_seed(e.seed, &[0x0015e]));
-                Imagined { rollout: Rollout { action: a as u32 }, score: self.world.noisy_score(x, a, &mut noise) }
+                Imagined {
+                    rollout: Rollout { action: a as u32 },
+                    score: self.world.noisy_score(x, a, &mut noise),
+                }
             })
             .collect())
     }
 
-    fn score(&mut self, episodes: &[ExecutedEpisode<'_, u32, Rollout>]) -> Result<Vec<f64>, Infallible> {
+    fn score(
+        &mut self,
+        episodes: &[ExecutedEpisode<'_, u32, Rollout>],
+    ) -> Result<Vec<f64>, Infallible> {
         Ok(episodes
             .iter()
-            .map(|e| self.world.noisy_score(*e.prompt as usize, e.rollout.action as usize, &mut self.rng))
+            .map(|e| {
+                self.world
+                    .noisy_score(*e.prompt as usize, e.rollout.action as usize, &mut self.rng)
+            })
             .collect())
     }
 }
@@ -247,7 +300,11 @@ mod tests {
             }
         }
         assert_eq!(count, 3 * w.prompts());
-        assert_eq!(w, SyntheticWorld::generate(&s, 1), "deterministic for a seed");
+        assert_eq!(
+            w,
+            SyntheticWorld::generate(&s, 1),
+            "deterministic for a seed"
+        );
     }
 
     #[test]
@@ -256,6 +313,9 @@ mod tests {
         let xs: Vec<f64> = (0..20000).map(|_| standard_normal(&mut rng)).collect();
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
-        assert!(mean.abs() < 0.03 && (var - 1.0).abs() < 0.05, "{mean} {var}");
+        assert!(
+            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
     }
 }

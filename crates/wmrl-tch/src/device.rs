@@ -39,7 +39,9 @@ impl FromStr for DeviceChoice {
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(Self::Cuda)
-                .ok_or_else(|| Error::UnknownDevice { given: s.to_string() }),
+                .ok_or_else(|| Error::UnknownDevice {
+                    given: s.to_string(),
+                }),
         }
     }
 }
@@ -79,7 +81,9 @@ pub fn cuda_backend_loaded() -> bool {
                     tracing::debug!(library = %candidate, "loaded libtorch CUDA backend");
                     return true;
                 }
-                Err(err) => tracing::debug!(library = %candidate, %err, "libtorch CUDA backend not loaded"),
+                Err(err) => {
+                    tracing::debug!(library = %candidate, %err, "libtorch CUDA backend not loaded")
+                }
             }
         }
         false
@@ -123,10 +127,19 @@ mod tests {
     fn parses_device_choices() {
         assert_eq!("auto".parse::<DeviceChoice>().unwrap(), DeviceChoice::Auto);
         assert_eq!("CPU".parse::<DeviceChoice>().unwrap(), DeviceChoice::Cpu);
-        assert_eq!("cuda".parse::<DeviceChoice>().unwrap(), DeviceChoice::Cuda(0));
-        assert_eq!("cuda:3".parse::<DeviceChoice>().unwrap(), DeviceChoice::Cuda(3));
+        assert_eq!(
+            "cuda".parse::<DeviceChoice>().unwrap(),
+            DeviceChoice::Cuda(0)
+        );
+        assert_eq!(
+            "cuda:3".parse::<DeviceChoice>().unwrap(),
+            DeviceChoice::Cuda(3)
+        );
         let err = "tpu".parse::<DeviceChoice>().unwrap_err();
-        assert!(err.to_string().contains("expected auto, cpu, cuda or cuda:N"));
+        assert!(
+            err.to_string()
+                .contains("expected auto, cpu, cuda or cuda:N")
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tch::Device;
 
+use crate::Result;
 use crate::config::VlaConfig;
 use crate::demos::DemoDataset;
 use crate::distribution::Decoding;
@@ -16,7 +17,6 @@ use crate::model::VlaPolicy;
 use crate::sft::{Learner, dataset_options};
 use crate::synthetic;
 use crate::tokenizer::Tokenizer;
-use crate::Result;
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,12 @@ pub struct PolicyBenchOptions {
 
 impl Default for PolicyBenchOptions {
     fn default() -> Self {
-        Self { image_size: 128, train_steps: 20, inference_batch: 50, inference_batches: 20 }
+        Self {
+            image_size: 128,
+            train_steps: 20,
+            inference_batch: 50,
+            inference_batches: 20,
+        }
     }
 }
 
@@ -65,13 +70,18 @@ pub struct PolicyBench {
 }
 
 /// Runs the benchmark of `config` on `device`.
-pub fn bench_policy(config: &VlaConfig, device: Device, options: &PolicyBenchOptions) -> Result<PolicyBench> {
+pub fn bench_policy(
+    config: &VlaConfig,
+    device: Device,
+    options: &PolicyBenchOptions,
+) -> Result<PolicyBench> {
     let _span = tracing::info_span!("bench_policy").entered();
     tch::manual_seed(0);
     let episodes = synthetic::episodes(32, 8, options.image_size, 0);
     let mut data_options = dataset_options(config);
     data_options.val_fraction = 0.0;
-    let dataset = DemoDataset::from_episodes(Path::new("<synthetic>"), &episodes, None, &data_options)?;
+    let dataset =
+        DemoDataset::from_episodes(Path::new("<synthetic>"), &episodes, None, &data_options)?;
     let tokenizer = Tokenizer::from_instructions(dataset.instructions());
     let policy = VlaPolicy::new(config.model.clone(), tokenizer.clone(), device)?;
     let parameters = policy.parameter_count();
@@ -84,10 +94,15 @@ pub fn bench_policy(config: &VlaConfig, device: Device, options: &PolicyBenchOpt
         learner.train_step(&dataset.train)?;
     }
     let train_seconds = started.elapsed().as_secs_f64();
-    let train_samples_per_s = options.train_steps as f64 * config.train.batch_size as f64 / train_seconds;
+    let train_samples_per_s =
+        options.train_steps as f64 * config.train.batch_size as f64 / train_seconds;
 
     let policy = learner.policy;
-    let scenes: Vec<_> = episodes.iter().cycle().take(options.inference_batch).collect();
+    let scenes: Vec<_> = episodes
+        .iter()
+        .cycle()
+        .take(options.inference_batch)
+        .collect();
     let inputs: Vec<PolicyInput<'_>> = scenes
         .iter()
         .map(|e| PolicyInput {

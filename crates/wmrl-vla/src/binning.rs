@@ -34,14 +34,19 @@ pub struct ActionBinning {
 
 impl Default for ActionBinning {
     fn default() -> Self {
-        Self { bins: 256, low: -1.0, high: 1.0 }
+        Self {
+            bins: 256,
+            low: -1.0,
+            high: 1.0,
+        }
     }
 }
 
 impl ActionBinning {
     /// Checks `bins ≥ 2` and `low < high`.
     pub fn validate(&self) -> Result<()> {
-        if self.bins < 2 || self.low >= self.high || !self.low.is_finite() || !self.high.is_finite() {
+        if self.bins < 2 || self.low >= self.high || !self.low.is_finite() || !self.high.is_finite()
+        {
             return Err(Error::Config {
                 origin: "model.action.binning".into(),
                 message: format!(

@@ -75,15 +75,22 @@ fn named_tensors(policy: &VlaPolicy) -> BTreeMap<String, Tensor> {
 pub fn weights_bytes(policy: &VlaPolicy) -> Result<Vec<u8>> {
     let mut views = Vec::new();
     for (name, tensor) in named_tensors(policy) {
-        let cpu = tensor.detach().to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
+        let cpu = tensor
+            .detach()
+            .to_device(Device::Cpu)
+            .to_kind(Kind::Float)
+            .contiguous();
         let numel = cpu.numel();
         let mut data = vec![0u8; numel * 4];
-        cpu.f_copy_data_u8(&mut data, numel).map_err(Error::torch(format!("reading tensor `{name}`")))?;
+        cpu.f_copy_data_u8(&mut data, numel)
+            .map_err(Error::torch(format!("reading tensor `{name}`")))?;
         let shape = cpu.size().iter().map(|&d| d as usize).collect();
         views.push((name, OwnedView { shape, data }));
     }
-    safetensors::tensor::serialize(views, &None)
-        .map_err(|e| Error::BadCheckpoint { path: PathBuf::from(WEIGHTS_FILE), message: e.to_string() })
+    safetensors::tensor::serialize(views, &None).map_err(|e| Error::BadCheckpoint {
+        path: PathBuf::from(WEIGHTS_FILE),
+        message: e.to_string(),
+    })
 }
 
 /// Writes `dir/model.safetensors` then `dir/config.json`, each atomically.
@@ -104,8 +111,14 @@ pub fn save(policy: &VlaPolicy, dir: &Path, info: serde_json::Value) -> Result<(
 /// Reads and checks `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<CheckpointConfig> {
     let path = dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
-    let config: CheckpointConfig = serde_json::from_str(&text).map_err(|source| Error::Json { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let config: CheckpointConfig = serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.clone(),
+        source,
+    })?;
     if config.format != FORMAT || config.version != VERSION {
         return Err(Error::BadCheckpoint {
             path,
@@ -131,18 +144,30 @@ pub fn load(dir: &Path, device: Device) -> Result<VlaPolicy> {
 /// Copies the tensors of a safetensors file into `policy`, after checking that
 /// names, shapes and dtypes match exactly.
 pub fn load_weights(policy: &mut VlaPolicy, path: &Path) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    let file = SafeTensors::deserialize(&bytes)
-        .map_err(|e| Error::BadCheckpoint { path: path.to_path_buf(), message: format!("not a safetensors file: {e:?}") })?;
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::BadCheckpoint {
+        path: path.to_path_buf(),
+        message: format!("not a safetensors file: {e:?}"),
+    })?;
     let model = named_tensors(policy);
     for (name, tensor) in &model {
         let expected = tensor.size();
-        let view = file
-            .tensor(name)
-            .map_err(|_| Error::MissingTensor { path: path.to_path_buf(), name: name.clone(), expected: expected.clone() })?;
+        let view = file.tensor(name).map_err(|_| Error::MissingTensor {
+            path: path.to_path_buf(),
+            name: name.clone(),
+            expected: expected.clone(),
+        })?;
         let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
         if found != expected {
-            return Err(Error::ShapeMismatch { path: path.to_path_buf(), name: name.clone(), expected, found });
+            return Err(Error::ShapeMismatch {
+                path: path.to_path_buf(),
+                name: name.clone(),
+                expected,
+                found,
+            });
         }
         if view.dtype() != Dtype::F32 {
             return Err(Error::BadCheckpoint {
@@ -151,18 +176,31 @@ pub fn load_weights(policy: &mut VlaPolicy, path: &Path) -> Result<()> {
             });
         }
     }
-    let mut extra: Vec<_> = file.names().into_iter().filter(|n| !model.contains_key(*n)).collect();
+    let mut extra: Vec<_> = file
+        .names()
+        .into_iter()
+        .filter(|n| !model.contains_key(*n))
+        .collect();
     extra.sort();
     if let Some(name) = extra.first() {
-        let found = file.tensor(name).map(|v| v.shape().iter().map(|&d| d as i64).collect()).unwrap_or_default();
-        return Err(Error::UnexpectedTensor { path: path.to_path_buf(), name: name.to_string(), found });
+        let found = file
+            .tensor(name)
+            .map(|v| v.shape().iter().map(|&d| d as i64).collect())
+            .unwrap_or_default();
+        return Err(Error::UnexpectedTensor {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            found,
+        });
     }
     tch::no_grad(|| -> Result<()> {
         for (name, mut tensor) in model {
             let view = file.tensor(&name).expect("checked above");
             let source = Tensor::f_from_data_size(view.data(), &tensor.size(), Kind::Float)
                 .map_err(Error::torch(format!("decoding tensor `{name}`")))?;
-            tensor.f_copy_(&source).map_err(Error::torch(format!("copying tensor `{name}`")))?;
+            tensor
+                .f_copy_(&source)
+                .map_err(Error::torch(format!("copying tensor `{name}`")))?;
         }
         Ok(())
     })

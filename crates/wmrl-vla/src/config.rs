@@ -33,7 +33,11 @@ pub struct VisionConfig {
 
 impl Default for VisionConfig {
     fn default() -> Self {
-        Self { channels: vec![32, 64, 64, 64], strides: vec![2, 2, 2, 1], embed_dim: 128 }
+        Self {
+            channels: vec![32, 64, 64, 64],
+            strides: vec![2, 2, 2, 1],
+            embed_dim: 128,
+        }
     }
 }
 
@@ -53,7 +57,12 @@ pub struct TextConfig {
 
 impl Default for TextConfig {
     fn default() -> Self {
-        Self { max_tokens: 24, dim: 64, layers: 1, heads: 4 }
+        Self {
+            max_tokens: 24,
+            dim: 64,
+            layers: 1,
+            heads: 4,
+        }
     }
 }
 
@@ -71,7 +80,11 @@ pub struct ActionConfig {
 
 impl Default for ActionConfig {
     fn default() -> Self {
-        Self { chunk_len: 8, action_dim: 7, binning: ActionBinning::default() }
+        Self {
+            chunk_len: 8,
+            action_dim: 7,
+            binning: ActionBinning::default(),
+        }
     }
 }
 
@@ -121,7 +134,12 @@ impl Default for ModelConfig {
 impl ModelConfig {
     /// Checks the values that serde cannot.
     pub fn validate(&self) -> Result<()> {
-        let bad = |message: String| Err(Error::Config { origin: "model".into(), message });
+        let bad = |message: String| {
+            Err(Error::Config {
+                origin: "model".into(),
+                message,
+            })
+        };
         let positive = [
             ("image_size", self.image_size),
             ("vision.embed_dim", self.vision.embed_dim),
@@ -141,14 +159,22 @@ impl ModelConfig {
                 return bad(format!("`{name}` must be positive, got {value}"));
             }
         }
-        if self.vision.channels.is_empty() || self.vision.channels.len() != self.vision.strides.len() {
+        if self.vision.channels.is_empty()
+            || self.vision.channels.len() != self.vision.strides.len()
+        {
             return bad(format!(
                 "`vision.channels` ({}) and `vision.strides` ({}) must be non-empty and of equal length",
                 self.vision.channels.len(),
                 self.vision.strides.len()
             ));
         }
-        if self.vision.channels.iter().chain(&self.vision.strides).any(|&v| v <= 0) {
+        if self
+            .vision
+            .channels
+            .iter()
+            .chain(&self.vision.strides)
+            .any(|&v| v <= 0)
+        {
             return bad("`vision.channels` and `vision.strides` must be positive".into());
         }
         let reduction: i64 = self.vision.strides.iter().product();
@@ -159,7 +185,10 @@ impl ModelConfig {
             ));
         }
         if self.text.dim % self.text.heads != 0 {
-            return bad(format!("`text.heads` ({}) must divide `text.dim` ({})", self.text.heads, self.text.dim));
+            return bad(format!(
+                "`text.heads` ({}) must divide `text.dim` ({})",
+                self.text.heads, self.text.dim
+            ));
         }
         if self.text.layers < 0 || self.trunk_layers < 0 {
             return bad("`text.layers` and `trunk_layers` must not be negative".into());
@@ -228,7 +257,12 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// Checks the values that serde cannot.
     pub fn validate(&self) -> Result<()> {
-        let bad = |message: String| Err(Error::Config { origin: "train".into(), message });
+        let bad = |message: String| {
+            Err(Error::Config {
+                origin: "train".into(),
+                message,
+            })
+        };
         if self.steps == 0 || self.batch_size <= 0 {
             return bad("`steps` and `batch_size` must be positive".into());
         }
@@ -236,13 +270,22 @@ impl TrainConfig {
             return bad(format!("`lr` must be a positive number, got {}", self.lr));
         }
         if !(0.0..=1.0).contains(&self.min_lr_ratio) {
-            return bad(format!("`min_lr_ratio` must lie in [0, 1], got {}", self.min_lr_ratio));
+            return bad(format!(
+                "`min_lr_ratio` must lie in [0, 1], got {}",
+                self.min_lr_ratio
+            ));
         }
         if !(0.0..1.0).contains(&self.val_fraction) {
-            return bad(format!("`val_fraction` must lie in [0, 1), got {}", self.val_fraction));
+            return bad(format!(
+                "`val_fraction` must lie in [0, 1), got {}",
+                self.val_fraction
+            ));
         }
         if self.weight_decay < 0.0 || self.grad_clip <= 0.0 || self.shift_pad < 0 {
-            return bad("`weight_decay` and `shift_pad` must not be negative; `grad_clip` must be positive".into());
+            return bad(
+                "`weight_decay` and `shift_pad` must not be negative; `grad_clip` must be positive"
+                    .into(),
+            );
         }
         if self.eval_every == 0 || self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("`eval_every`, `checkpoint_every` and `log_every` must be positive".into());
@@ -264,14 +307,19 @@ pub struct VlaConfig {
 impl VlaConfig {
     /// Parses TOML text, applies `key=value` overrides, and validates.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Self> {
-        let mut value: toml::Table =
-            toml::from_str(text).map_err(|e| Error::Config { origin: origin.into(), message: e.to_string() })?;
+        let mut value: toml::Table = toml::from_str(text).map_err(|e| Error::Config {
+            origin: origin.into(),
+            message: e.to_string(),
+        })?;
         for set in overrides {
             apply_override(&mut value, set)?;
         }
         let config: Self = value
             .try_into()
-            .map_err(|e: toml::de::Error| Error::Config { origin: origin.into(), message: e.to_string() })?;
+            .map_err(|e: toml::de::Error| Error::Config {
+                origin: origin.into(),
+                message: e.to_string(),
+            })?;
         config.model.validate()?;
         config.train.validate()?;
         Ok(config)
@@ -279,7 +327,10 @@ impl VlaConfig {
 
     /// Loads a shipped config by name (`tiny`, `cpu`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
-        if let Some((_, text)) = SHIPPED_CONFIGS.iter().find(|(name, _)| *name == name_or_path) {
+        if let Some((_, text)) = SHIPPED_CONFIGS
+            .iter()
+            .find(|(name, _)| *name == name_or_path)
+        {
             return Self::from_toml(text, &format!("`{name_or_path}` (shipped)"), overrides);
         }
         let path = Path::new(name_or_path);
@@ -290,7 +341,10 @@ impl VlaConfig {
                     message: "no such file, and not a shipped config name (tiny, cpu, gpu)".into(),
                 }
             } else {
-                Error::Io { path: path.to_path_buf(), source }
+                Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
             }
         })?;
         Self::from_toml(&text, &path.display().to_string(), overrides)
@@ -299,8 +353,13 @@ impl VlaConfig {
 
 /// Applies one `a.b.c=value` override; the value is parsed as TOML, else taken as a string.
 fn apply_override(table: &mut toml::Table, set: &str) -> Result<()> {
-    let bad = |message: String| Error::Config { origin: format!("--set {set}"), message };
-    let (key, raw) = set.split_once('=').ok_or_else(|| bad("expected KEY=VALUE".into()))?;
+    let bad = |message: String| Error::Config {
+        origin: format!("--set {set}"),
+        message,
+    };
+    let (key, raw) = set
+        .split_once('=')
+        .ok_or_else(|| bad("expected KEY=VALUE".into()))?;
     let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
@@ -328,18 +387,30 @@ mod tests {
         for (name, _) in SHIPPED_CONFIGS {
             let config = VlaConfig::load(name, &[]).unwrap();
             let text = toml::to_string(&config).unwrap();
-            assert_eq!(VlaConfig::from_toml(&text, name, &[]).unwrap(), config, "{name}");
+            assert_eq!(
+                VlaConfig::from_toml(&text, name, &[]).unwrap(),
+                config,
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn overrides_apply_and_unknown_keys_are_rejected() {
-        let config = VlaConfig::load("tiny", &["train.steps=7".into(), "model.vision.embed_dim=12".into()]).unwrap();
+        let config = VlaConfig::load(
+            "tiny",
+            &["train.steps=7".into(), "model.vision.embed_dim=12".into()],
+        )
+        .unwrap();
         assert_eq!(config.train.steps, 7);
         assert_eq!(config.model.vision.embed_dim, 12);
-        let err = VlaConfig::load("tiny", &["train.stepz=7".into()]).unwrap_err().to_string();
+        let err = VlaConfig::load("tiny", &["train.stepz=7".into()])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("stepz"), "{err}");
-        let err = VlaConfig::load("tiny", &["model.text.heads=5".into()]).unwrap_err().to_string();
+        let err = VlaConfig::load("tiny", &["model.text.heads=5".into()])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("must divide"), "{err}");
     }
 }

@@ -36,22 +36,29 @@ pub struct ActionDistribution {
 impl ActionDistribution {
     /// The distribution of `logits` (`[B, C, D, K]`) at temperature 1.
     pub fn new(logits: &Tensor) -> Self {
-        Self { log_probs: logits.log_softmax(-1, Kind::Float) }
+        Self {
+            log_probs: logits.log_softmax(-1, Kind::Float),
+        }
     }
 
     /// The distribution of `logits / temperature` (temperature > 0).
     pub fn with_temperature(logits: &Tensor, temperature: f64) -> Self {
-        Self { log_probs: (logits / temperature.max(1e-6)).log_softmax(-1, Kind::Float) }
+        Self {
+            log_probs: (logits / temperature.max(1e-6)).log_softmax(-1, Kind::Float),
+        }
     }
 
     /// Per-token log-probabilities `[B, C, D]` of the given tokens (i64 `[B, C, D]`).
     pub fn token_log_probs(&self, tokens: &Tensor) -> Tensor {
-        self.log_probs.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1)
+        self.log_probs
+            .gather(-1, &tokens.unsqueeze(-1), false)
+            .squeeze_dim(-1)
     }
 
     /// Log-probability `[B]` of whole chunks: the sum over tokens.
     pub fn log_prob(&self, tokens: &Tensor) -> Tensor {
-        self.token_log_probs(tokens).sum_dim_intlist([1i64, 2].as_slice(), false, Kind::Float)
+        self.token_log_probs(tokens)
+            .sum_dim_intlist([1i64, 2].as_slice(), false, Kind::Float)
     }
 
     /// Per-token entropies `[B, C, D]` (nats).
@@ -61,7 +68,8 @@ impl ActionDistribution {
 
     /// Entropy `[B]` of whole chunks (nats): the sum over tokens.
     pub fn entropy(&self) -> Tensor {
-        self.token_entropy().sum_dim_intlist([1i64, 2].as_slice(), false, Kind::Float)
+        self.token_entropy()
+            .sum_dim_intlist([1i64, 2].as_slice(), false, Kind::Float)
     }
 
     /// Arg-max tokens `[B, C, D]`.
@@ -82,10 +90,16 @@ impl ActionDistribution {
     /// drawn from a per-episode RNG, a sample does not depend on what else is
     /// in the batch or on tch's global RNG.
     pub fn sample_with_uniforms(&self, uniforms: &Tensor) -> Tensor {
-        let k = *self.log_probs.size().last().expect("logits have a bin dimension");
+        let k = *self
+            .log_probs
+            .size()
+            .last()
+            .expect("logits have a bin dimension");
         let cdf = self.log_probs.exp().cumsum(-1, Kind::Float);
         let below = cdf.le_tensor(&uniforms.to_kind(Kind::Float).unsqueeze(-1));
-        below.sum_dim_intlist(-1, false, Kind::Int64).clamp_max(k - 1)
+        below
+            .sum_dim_intlist(-1, false, Kind::Int64)
+            .clamp_max(k - 1)
     }
 
     /// Tokens chosen by `decoding` from `logits`.
@@ -111,7 +125,8 @@ mod tests {
         let tokens = dist.sample();
         assert_eq!(tokens.size(), vec![2, 3, 2]);
         let lp: Vec<f32> = Vec::try_from(dist.log_prob(&tokens)).unwrap();
-        let probs: Vec<f32> = Vec::try_from(logits.softmax(-1, Kind::Float).flatten(0, -1)).unwrap();
+        let probs: Vec<f32> =
+            Vec::try_from(logits.softmax(-1, Kind::Float).flatten(0, -1)).unwrap();
         let toks: Vec<i64> = Vec::try_from(tokens.flatten(0, -1)).unwrap();
         for b in 0..2 {
             let mut expected = 0.0f64;
@@ -119,9 +134,15 @@ mod tests {
             for slot in 0..6 {
                 let base = (b * 6 + slot) * 5;
                 expected += (probs[base + toks[b * 6 + slot] as usize] as f64).ln();
-                entropy -= (0..5).map(|k| probs[base + k] as f64 * (probs[base + k] as f64).ln()).sum::<f64>();
+                entropy -= (0..5)
+                    .map(|k| probs[base + k] as f64 * (probs[base + k] as f64).ln())
+                    .sum::<f64>();
             }
-            assert!((lp[b] as f64 - expected).abs() < 1e-4, "{} vs {expected}", lp[b]);
+            assert!(
+                (lp[b] as f64 - expected).abs() < 1e-4,
+                "{} vs {expected}",
+                lp[b]
+            );
             let h: Vec<f32> = Vec::try_from(dist.entropy()).unwrap();
             assert!((h[b] as f64 - entropy).abs() < 1e-4);
         }
@@ -143,7 +164,10 @@ mod tests {
         // Two bins with p = (0.25, 0.75): uniforms below 0.25 pick bin 0.
         let logits = Tensor::from_slice(&[0.0f32, 3.0f32.ln()]).view([1, 1, 1, 2]);
         let dist = ActionDistribution::new(&logits);
-        let pick = |u: f32| dist.sample_with_uniforms(&Tensor::from_slice(&[u]).view([1, 1, 1])).int64_value(&[0, 0, 0]);
+        let pick = |u: f32| {
+            dist.sample_with_uniforms(&Tensor::from_slice(&[u]).view([1, 1, 1]))
+                .int64_value(&[0, 0, 0])
+        };
         assert_eq!(pick(0.0), 0);
         assert_eq!(pick(0.2499), 0);
         assert_eq!(pick(0.2501), 1);

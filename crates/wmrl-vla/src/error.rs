@@ -55,7 +55,9 @@ pub enum Error {
         expected: Vec<i64>,
     },
     /// A checkpoint holds a tensor the model does not have.
-    #[error("checkpoint {path}: tensor `{name}` (shape {found:?}) does not exist in this model architecture")]
+    #[error(
+        "checkpoint {path}: tensor `{name}` (shape {found:?}) does not exist in this model architecture"
+    )]
     UnexpectedTensor {
         /// The weights file.
         path: PathBuf,
@@ -65,7 +67,9 @@ pub enum Error {
         found: Vec<i64>,
     },
     /// A checkpoint tensor has another shape than the model's.
-    #[error("checkpoint {path}: tensor `{name}` has shape {found:?} in the file but the model expects {expected:?}")]
+    #[error(
+        "checkpoint {path}: tensor `{name}` has shape {found:?} in the file but the model expects {expected:?}"
+    )]
     ShapeMismatch {
         /// The weights file.
         path: PathBuf,
@@ -103,7 +107,9 @@ pub enum Error {
         found: u64,
     },
     /// A section of a demonstration file fails its CRC-32 check.
-    #[error("demonstration file {path} is corrupt: section `{section}` fails its CRC-32 check (stored {stored:#010x}, computed {computed:#010x})")]
+    #[error(
+        "demonstration file {path} is corrupt: section `{section}` fails its CRC-32 check (stored {stored:#010x}, computed {computed:#010x})"
+    )]
     ChecksumMismatch {
         /// The file.
         path: PathBuf,
@@ -121,7 +127,9 @@ pub enum Error {
         dir: PathBuf,
     },
     /// A task has demonstrations but none of them succeeded.
-    #[error("task {task_index} (`{instruction}`) has {episodes} demonstration(s) in {dir} but none succeeded; behaviour cloning needs at least one successful demonstration per task")]
+    #[error(
+        "task {task_index} (`{instruction}`) has {episodes} demonstration(s) in {dir} but none succeeded; behaviour cloning needs at least one successful demonstration per task"
+    )]
     NoSuccessfulDemo {
         /// The folder.
         dir: PathBuf,
@@ -167,7 +175,15 @@ impl Error {
     }
 
     /// An input mismatch.
-    pub fn mismatch(what: impl Into<String>, expected: impl ToString, found: impl ToString) -> Error {
-        Error::Mismatch { what: what.into(), expected: expected.to_string(), found: found.to_string() }
+    pub fn mismatch(
+        what: impl Into<String>,
+        expected: impl ToString,
+        found: impl ToString,
+    ) -> Error {
+        Error::Mismatch {
+            what: what.into(),
+            expected: expected.to_string(),
+            found: found.to_string(),
+        }
     }
 }

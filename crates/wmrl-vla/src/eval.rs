@@ -35,7 +35,13 @@ pub struct EvalOptions {
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        Self { wave: 50, max_attempts: 3, gifs: 3, gif_frame_ms: 100, seed: 0 }
+        Self {
+            wave: 50,
+            max_attempts: 3,
+            gifs: 3,
+            gif_frame_ms: 100,
+            seed: 0,
+        }
     }
 }
 
@@ -90,7 +96,9 @@ pub fn write_gif(path: &Path, frames: &[RgbImage], frame_ms: u32) -> Result<()> 
     let mut bytes = Vec::new();
     {
         let mut encoder = GifEncoder::new_with_speed(&mut bytes, 10);
-        let gif_err = |e: image::ImageError| Error::mismatch(format!("GIF {}", path.display()), "encodable frames", e);
+        let gif_err = |e: image::ImageError| {
+            Error::mismatch(format!("GIF {}", path.display()), "encodable frames", e)
+        };
         encoder.set_repeat(Repeat::Infinite).map_err(gif_err)?;
         let frames = frames.iter().map(|f| {
             let rgba = image::DynamicImage::ImageRgb8(f.clone()).to_rgba8();
@@ -123,7 +131,9 @@ where
     let mut pending: Vec<usize> = (0..prompts.len()).collect();
     let (mut error_attempts, mut gifs, mut done) = (0, Vec::new(), 0);
     while !pending.is_empty() {
-        let wave: Vec<usize> = pending.drain(..options.wave.max(1).min(pending.len())).collect();
+        let wave: Vec<usize> = pending
+            .drain(..options.wave.max(1).min(pending.len()))
+            .collect();
         let requests: Vec<EpisodeRequest<'_, TaskPrompt>> = wave
             .iter()
             .map(|&i| EpisodeRequest {
@@ -134,15 +144,28 @@ where
                 attempt: attempts[i],
             })
             .collect();
-        let results = executor.execute(policy, &requests).map_err(|e| Error::Executor { message: e.to_string() })?;
+        let results = executor
+            .execute(policy, &requests)
+            .map_err(|e| Error::Executor {
+                message: e.to_string(),
+            })?;
         if results.len() != wave.len() {
-            return Err(Error::mismatch("executions returned", wave.len(), results.len()));
+            return Err(Error::mismatch(
+                "executions returned",
+                wave.len(),
+                results.len(),
+            ));
         }
         for (&i, result) in wave.iter().zip(results) {
             match result {
                 Execution::Completed { mut rollout, .. } => {
-                    if let Some(dir) = gif_dir.filter(|_| !rollout.success && gifs.len() < options.gifs && !rollout.frames.is_empty()) {
-                        let path = dir.join(format!("failure_task{}_state{}.gif", rollout.task_index, rollout.state_index));
+                    if let Some(dir) = gif_dir.filter(|_| {
+                        !rollout.success && gifs.len() < options.gifs && !rollout.frames.is_empty()
+                    }) {
+                        let path = dir.join(format!(
+                            "failure_task{}_state{}.gif",
+                            rollout.task_index, rollout.state_index
+                        ));
                         write_gif(&path, &rollout.frames, options.gif_frame_ms)?;
                         gifs.push(path);
                     }
@@ -207,7 +230,8 @@ where
     }
     let completed: Vec<&EpisodeRecord> = outcomes.iter().flatten().collect();
     Ok(EvalReport {
-        average_success: tasks.iter().map(|t| t.success_rate).sum::<f64>() / tasks.len().max(1) as f64,
+        average_success: tasks.iter().map(|t| t.success_rate).sum::<f64>()
+            / tasks.len().max(1) as f64,
         episodes: completed.len(),
         env_steps: completed.iter().map(|r| r.steps).sum(),
         execution_error_attempts: error_attempts,

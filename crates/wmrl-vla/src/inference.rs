@@ -57,7 +57,11 @@ pub fn images_to_tensor(images: &[&RgbImage], device: Device) -> Result<Tensor> 
     let mut bytes = Vec::with_capacity(images.len() * (w * h * 3) as usize);
     for (i, image) in images.iter().enumerate() {
         if image.dimensions() != (w, h) {
-            return Err(Error::mismatch(format!("image {i} size"), format!("{w}×{h}"), format!("{:?}", image.dimensions())));
+            return Err(Error::mismatch(
+                format!("image {i} size"),
+                format!("{w}×{h}"),
+                format!("{:?}", image.dimensions()),
+            ));
         }
         bytes.extend_from_slice(image.as_raw());
     }
@@ -68,25 +72,44 @@ pub fn images_to_tensor(images: &[&RgbImage], device: Device) -> Result<Tensor> 
 impl VlaPolicy {
     /// Tensors of a batch of inputs: agent view, wrist view (u8 `[B, 3, H, W]`),
     /// proprioception (f32 `[B, P]`) and token ids (`[B, L]`).
-    pub fn input_tensors(&self, inputs: &[PolicyInput<'_>]) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    pub fn input_tensors(
+        &self,
+        inputs: &[PolicyInput<'_>],
+    ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
         let dim = self.config().proprio_dim as usize;
         let mut proprio = Vec::with_capacity(inputs.len() * dim);
         for (i, input) in inputs.iter().enumerate() {
             if input.proprio.len() != dim {
-                return Err(Error::mismatch(format!("input {i} proprioception length"), dim, input.proprio.len()));
+                return Err(Error::mismatch(
+                    format!("input {i} proprioception length"),
+                    dim,
+                    input.proprio.len(),
+                ));
             }
             proprio.extend_from_slice(input.proprio);
         }
         let device = self.device();
-        let agent = images_to_tensor(&inputs.iter().map(|i| i.agent_view).collect::<Vec<_>>(), device)?;
-        let wrist = images_to_tensor(&inputs.iter().map(|i| i.wrist_view).collect::<Vec<_>>(), device)?;
-        let proprio = Tensor::from_slice(&proprio).view([inputs.len() as i64, dim as i64]).to_device(device);
+        let agent = images_to_tensor(
+            &inputs.iter().map(|i| i.agent_view).collect::<Vec<_>>(),
+            device,
+        )?;
+        let wrist = images_to_tensor(
+            &inputs.iter().map(|i| i.wrist_view).collect::<Vec<_>>(),
+            device,
+        )?;
+        let proprio = Tensor::from_slice(&proprio)
+            .view([inputs.len() as i64, dim as i64])
+            .to_device(device);
         let ids = self.tokenize(&inputs.iter().map(|i| i.instruction).collect::<Vec<_>>());
         Ok((agent, wrist, proprio, ids))
     }
 
     /// Decodes one action chunk per input, in one batched forward pass.
-    pub fn predict(&self, inputs: &[PolicyInput<'_>], decoding: Decoding) -> Result<Vec<ActionChunk>> {
+    pub fn predict(
+        &self,
+        inputs: &[PolicyInput<'_>],
+        decoding: Decoding,
+    ) -> Result<Vec<ActionChunk>> {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
@@ -101,9 +124,18 @@ impl VlaPolicy {
     /// Samples one chunk per input at `temperature`, drawing every token's
     /// uniform from that input's own RNG (`rngs[i]`), so an episode's samples
     /// are reproducible from its seed whatever the batch holds.
-    pub fn sample_seeded<R: rand::Rng>(&self, inputs: &[PolicyInput<'_>], temperature: f64, rngs: &mut [R]) -> Result<Vec<ActionChunk>> {
+    pub fn sample_seeded<R: rand::Rng>(
+        &self,
+        inputs: &[PolicyInput<'_>],
+        temperature: f64,
+        rngs: &mut [R],
+    ) -> Result<Vec<ActionChunk>> {
         if inputs.len() != rngs.len() {
-            return Err(Error::mismatch("random generators for seeded sampling", inputs.len(), rngs.len()));
+            return Err(Error::mismatch(
+                "random generators for seeded sampling",
+                inputs.len(),
+                rngs.len(),
+            ));
         }
         if inputs.is_empty() {
             return Ok(Vec::new());
@@ -112,11 +144,17 @@ impl VlaPolicy {
         let _guard = tch::no_grad_guard();
         let logits = self.logits(&agent, &wrist, &proprio, &ids);
         let per = self.config().tokens_per_chunk() as usize;
-        let uniforms: Vec<f32> = rngs.iter_mut().flat_map(|rng| (0..per).map(|_| rng.random::<f32>()).collect::<Vec<_>>()).collect();
+        let uniforms: Vec<f32> = rngs
+            .iter_mut()
+            .flat_map(|rng| (0..per).map(|_| rng.random::<f32>()).collect::<Vec<_>>())
+            .collect();
         let action = &self.config().action;
-        let uniforms = Tensor::from_slice(&uniforms).view([inputs.len() as i64, action.chunk_len, action.action_dim]).to_device(self.device());
+        let uniforms = Tensor::from_slice(&uniforms)
+            .view([inputs.len() as i64, action.chunk_len, action.action_dim])
+            .to_device(self.device());
         let tokens = if temperature > 0.0 {
-            ActionDistribution::with_temperature(&logits, temperature).sample_with_uniforms(&uniforms)
+            ActionDistribution::with_temperature(&logits, temperature)
+                .sample_with_uniforms(&uniforms)
         } else {
             logits.argmax(-1, false)
         };
@@ -129,9 +167,15 @@ impl VlaPolicy {
         let action = &self.config().action;
         let (chunk_len, action_dim) = (action.chunk_len as usize, action.action_dim as usize);
         let per = chunk_len * action_dim;
-        let flat: Vec<i64> = Vec::try_from(tokens.to_device(Device::Cpu).to_kind(Kind::Int64).flatten(0, -1))
-            .expect("tokens convert to i64");
-        let lps: Vec<f32> = Vec::try_from(log_probs.to_device(Device::Cpu).to_kind(Kind::Float)).expect("log-probs convert to f32");
+        let flat: Vec<i64> = Vec::try_from(
+            tokens
+                .to_device(Device::Cpu)
+                .to_kind(Kind::Int64)
+                .flatten(0, -1),
+        )
+        .expect("tokens convert to i64");
+        let lps: Vec<f32> = Vec::try_from(log_probs.to_device(Device::Cpu).to_kind(Kind::Float))
+            .expect("log-probs convert to f32");
         flat.chunks(per)
             .zip(lps)
             .map(|(tokens, log_prob)| ActionChunk {

@@ -88,13 +88,23 @@ impl Adapter for VlaAdapter {
     /// Round-robin over the tasks; each prompt's state is a hash of (seed, step, slot).
     fn prompts(&mut self, step: u64, count: usize) -> Result<Vec<TaskPrompt>> {
         if self.tasks.is_empty() || self.states == 0 {
-            return Err(Error::mismatch("VLA adapter", "at least one task and one initial state", "none"));
+            return Err(Error::mismatch(
+                "VLA adapter",
+                "at least one task and one initial state",
+                "none",
+            ));
         }
         Ok((0..count)
             .map(|i| {
-                let (task, instruction) = &self.tasks[(step as usize * count + i) % self.tasks.len()];
-                let state = (mix(self.seed ^ mix(step ^ mix(i as u64))) % self.states as u64) as usize;
-                TaskPrompt { task_index: *task, state_index: state, instruction: instruction.clone() }
+                let (task, instruction) =
+                    &self.tasks[(step as usize * count + i) % self.tasks.len()];
+                let state =
+                    (mix(self.seed ^ mix(step ^ mix(i as u64))) % self.states as u64) as usize;
+                TaskPrompt {
+                    task_index: *task,
+                    state_index: state,
+                    instruction: instruction.clone(),
+                }
             })
             .collect())
     }
@@ -111,7 +121,12 @@ pub trait ClosedLoopActor {
 
     /// One chunk per input. `temperature ≤ 0` decodes greedily; otherwise
     /// input `i` samples with its own generator `rngs[i]`.
-    fn act(&self, inputs: &[PolicyInput<'_>], temperature: f64, rngs: &mut [ChaCha8Rng]) -> Result<Vec<ActionChunk>>;
+    fn act(
+        &self,
+        inputs: &[PolicyInput<'_>],
+        temperature: f64,
+        rngs: &mut [ChaCha8Rng],
+    ) -> Result<Vec<ActionChunk>>;
 }
 
 impl ClosedLoopActor for VlaPolicy {
@@ -119,7 +134,12 @@ impl ClosedLoopActor for VlaPolicy {
         self.config().action.chunk_len as usize
     }
 
-    fn act(&self, inputs: &[PolicyInput<'_>], temperature: f64, rngs: &mut [ChaCha8Rng]) -> Result<Vec<ActionChunk>> {
+    fn act(
+        &self,
+        inputs: &[PolicyInput<'_>],
+        temperature: f64,
+        rngs: &mut [ChaCha8Rng],
+    ) -> Result<Vec<ActionChunk>> {
         self.sample_seeded(inputs, temperature, rngs)
     }
 }
@@ -130,9 +150,16 @@ mod tests {
 
     #[test]
     fn prompts_cycle_tasks_and_are_deterministic() {
-        let mut adapter = VlaAdapter { tasks: vec![(3, "a".into()), (7, "b".into())], states: 50, seed: 1 };
+        let mut adapter = VlaAdapter {
+            tasks: vec![(3, "a".into()), (7, "b".into())],
+            states: 50,
+            seed: 1,
+        };
         let p = adapter.prompts(4, 6).unwrap();
-        assert_eq!(p.iter().map(|p| p.task_index).collect::<Vec<_>>(), vec![3, 7, 3, 7, 3, 7]);
+        assert_eq!(
+            p.iter().map(|p| p.task_index).collect::<Vec<_>>(),
+            vec![3, 7, 3, 7, 3, 7]
+        );
         assert!(p.iter().all(|p| p.state_index < 50));
         assert_eq!(p, adapter.prompts(4, 6).unwrap());
         assert_ne!(p, adapter.prompts(5, 6).unwrap());

@@ -64,10 +64,19 @@ impl Scene {
         while red.0.abs_diff(blue.0) < side && red.1.abs_diff(blue.1) < side {
             blue = corner(rng);
         }
-        let mut proprio: Vec<f32> = (0..PROPRIO_DIM).map(|_| StandardNormal.sample(rng)).collect();
+        let mut proprio: Vec<f32> = (0..PROPRIO_DIM)
+            .map(|_| StandardNormal.sample(rng))
+            .collect();
         // The gripper's cue, proprio[0], stays at least 0.5 away from 0.
         proprio[0] = proprio[0].signum() * (0.5 + 0.5 * proprio[0].abs());
-        Self { task, red, blue, proprio, noise_seed: rng.random(), size }
+        Self {
+            task,
+            red,
+            blue,
+            proprio,
+            noise_seed: rng.random(),
+            size,
+        }
     }
 
     /// The instruction of the scene's task.
@@ -83,7 +92,10 @@ impl Scene {
             let g = 110 + rng.random_range(0..30u8);
             Rgb([g, g, g])
         });
-        for (corner, colour) in [(self.red, Rgb([220, 30, 30])), (self.blue, Rgb([30, 60, 220]))] {
+        for (corner, colour) in [
+            (self.red, Rgb([220, 30, 30])),
+            (self.blue, Rgb([30, 60, 220])),
+        ] {
             for y in corner.1..corner.1 + side {
                 for x in corner.0..corner.0 + side {
                     agent.put_pixel(x, y, colour);

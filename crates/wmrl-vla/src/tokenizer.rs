@@ -39,7 +39,9 @@ pub struct Encoded {
 
 /// Lower-cased words of a text.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
 }
 
 impl Tokenizer {
@@ -63,7 +65,10 @@ impl Tokenizer {
     fn id(&self, word: &str) -> Option<i64> {
         // The words after the specials are sorted, so binary search finds them.
         let words = &self.vocabulary[SPECIALS.len().min(self.vocabulary.len())..];
-        words.binary_search_by(|w| w.as_str().cmp(word)).ok().map(|i| (i + SPECIALS.len()) as i64)
+        words
+            .binary_search_by(|w| w.as_str().cmp(word))
+            .ok()
+            .map(|i| (i + SPECIALS.len()) as i64)
     }
 
     /// Encodes `text` into exactly `max_len` ids.
@@ -89,7 +94,12 @@ impl Tokenizer {
         }
         let len = ids.len();
         ids.resize(max_len, PAD);
-        Encoded { ids, len, unknown, truncated }
+        Encoded {
+            ids,
+            len,
+            unknown,
+            truncated,
+        }
     }
 }
 
@@ -101,7 +111,10 @@ mod tests {
     fn builds_sorted_vocabulary_and_encodes() {
         let tok = Tokenizer::from_instructions(["Put the mug on the plate.", "open the drawer"]);
         assert_eq!(tok.vocabulary[..2], ["<pad>", "<unk>"]);
-        assert_eq!(tok.vocabulary[2..], ["drawer", "mug", "on", "open", "plate", "put", "the"]);
+        assert_eq!(
+            tok.vocabulary[2..],
+            ["drawer", "mug", "on", "open", "plate", "put", "the"]
+        );
         let e = tok.encode("put the BANANA on the plate", 8);
         assert_eq!(e.len, 6);
         assert_eq!(e.ids, vec![7, 8, UNK, 4, 8, 6, PAD, PAD]);

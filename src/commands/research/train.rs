@@ -11,19 +11,33 @@ use super::{ExperimentArgs, SandboxArgs, TrainArgs, runner, runtime};
 use crate::cli::GlobalArgs;
 
 /// Loads a suite's tasks, building data and leaderboards first when missing.
-fn ensure_suite(rt: &tokio::runtime::Runtime, name: &str, tasks_dir: Option<&Path>, sandbox: &SandboxArgs) -> anyhow::Result<Vec<Task>> {
+fn ensure_suite(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    tasks_dir: Option<&Path>,
+    sandbox: &SandboxArgs,
+) -> anyhow::Result<Vec<Task>> {
     let suite = suite::find_suite(name)?;
-    let dir = tasks_dir.map_or_else(|| suite::default_cache(Path::new(".")), Path::to_path_buf).join(suite.name);
+    let dir = tasks_dir
+        .map_or_else(|| suite::default_cache(Path::new(".")), Path::to_path_buf)
+        .join(suite.name);
     let dirs: Vec<PathBuf> = suite.tasks.iter().map(|t| dir.join(t.id)).collect();
     let built = dirs.iter().all(|d| d.join("leaderboard.csv").is_file());
     if !built {
-        eprintln!("building task suite {} in {} (once; cached)…", suite.name, dir.display());
+        eprintln!(
+            "building task suite {} in {} (once; cached)…",
+            suite.name,
+            dir.display()
+        );
         let python = wmrl_research::python::find_python(sandbox.python.as_deref())?;
         wmrl_research::python::check_packages(&python)?;
         suite::generate(&python, &dir, suite.tasks)?;
         rt.block_on(async {
             let runner = runner(sandbox, None).await?;
-            suite::build_leaderboards(&runner, &dirs, &|t, r, o| eprintln!("  {t}/{r}: {}", o.name())).await?;
+            suite::build_leaderboards(&runner, &dirs, &|t, r, o| {
+                eprintln!("  {t}/{r}: {}", o.name())
+            })
+            .await?;
             anyhow::Ok(())
         })?;
     }
@@ -34,7 +48,9 @@ fn open_cache(spec: Option<&str>) -> anyhow::Result<Option<ExecutionCache>> {
     match spec {
         Some("none") => Ok(None),
         Some(path) => Ok(Some(ExecutionCache::open(Path::new(path))?)),
-        None => Ok(Some(ExecutionCache::open(Path::new(".wmrl-cache/research-executions.jsonl"))?)),
+        None => Ok(Some(ExecutionCache::open(Path::new(
+            ".wmrl-cache/research-executions.jsonl",
+        ))?)),
     }
 }
 
@@ -51,12 +67,19 @@ fn run_one(
     let runner = rt.block_on(runner(sandbox, cache))?;
     let mut trainer = Trainer::new(config, tasks, runner, rt.clone(), device, out)?;
     let bar = indicatif::ProgressBar::new(config.steps);
-    bar.set_style(indicatif::ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} steps {msg}").expect("template"));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} steps {msg}")
+            .expect("template"),
+    );
     bar.set_prefix(format!("{} seed {}", config.core.mode, config.core.seed));
     let summary = trainer.run(&mut |_, eval| {
         bar.inc(1);
         if let Some(e) = eval {
-            bar.set_message(format!("percentile {:.1} after {} executions", 100.0 * e.mean_percentile, e.executions));
+            bar.set_message(format!(
+                "percentile {:.1} after {} executions",
+                100.0 * e.mean_percentile,
+                e.executions
+            ));
         }
     })?;
     bar.finish_and_clear();
@@ -67,12 +90,19 @@ pub fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
     let rt = Arc::new(runtime()?);
     let tasks = match &args.task {
         Some(dir) => vec![Task::load(dir)?],
-        None => ensure_suite(&rt, args.suite.as_deref().unwrap_or("sklearn-v1"), args.tasks_dir.as_deref(), &args.sandbox)?,
+        None => ensure_suite(
+            &rt,
+            args.suite.as_deref().unwrap_or("sklearn-v1"),
+            args.tasks_dir.as_deref(),
+            &args.sandbox,
+        )?,
     };
     let mut config: TrainConfig = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("{}: not a valid TrainConfig", path.display()))?
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a valid TrainConfig", path.display()))?
         }
         None => TrainConfig::default(),
     };
@@ -82,15 +112,30 @@ pub fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
         config.steps = steps;
     }
     config.core.validate()?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/research-{}-{}", args.mode, args.seed)));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("runs/research-{}-{}", args.mode, args.seed)));
     let cache = open_cache(args.cache.as_deref())?;
     let summary = run_one(global, &rt, config, tasks, &args.sandbox, cache, &out)?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        let first = summary.evaluations.first().map_or(0.0, |e| e.mean_percentile);
-        let last = summary.evaluations.last().map_or(0.0, |e| e.mean_percentile);
-        println!("mode {} seed {}: mean percentile {:.1} -> {:.1}", summary.mode, summary.seed, 100.0 * first, 100.0 * last);
+        let first = summary
+            .evaluations
+            .first()
+            .map_or(0.0, |e| e.mean_percentile);
+        let last = summary
+            .evaluations
+            .last()
+            .map_or(0.0, |e| e.mean_percentile);
+        println!(
+            "mode {} seed {}: mean percentile {:.1} -> {:.1}",
+            summary.mode,
+            summary.seed,
+            100.0 * first,
+            100.0 * last
+        );
         println!(
             "real executions {} (sandbox runs {}, cache hits {}), world-model calls {}",
             summary.executions, summary.sandbox_runs, summary.cache_hits, summary.world_model_calls
@@ -116,19 +161,42 @@ struct ModeResult {
 pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
     let rt = Arc::new(runtime()?);
     let tasks = ensure_suite(&rt, &args.suite, args.tasks_dir.as_deref(), &args.sandbox)?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs/research-experiment"));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs/research-experiment"));
     let mut runs: Vec<TrainSummary> = Vec::new();
     for &seed in &args.seeds {
         for &mode in &args.modes {
-            let mut config = TrainConfig { steps: args.steps, ..TrainConfig::default() };
+            let mut config = TrainConfig {
+                steps: args.steps,
+                eval_samples: args.eval_samples,
+                eval_every: args.eval_every,
+                ..TrainConfig::default()
+            };
             config.core.mode = mode;
             config.core.seed = seed;
+            config.core.groups = args.groups;
+            config.core.group_size = args.group_size;
+            config.core.validate()?;
             let cache = open_cache(None)?;
-            let summary = run_one(global, &rt, config, tasks.clone(), &args.sandbox, cache, &out.join(format!("{mode}-{seed}")))?;
+            let summary = run_one(
+                global,
+                &rt,
+                config,
+                tasks.clone(),
+                &args.sandbox,
+                cache,
+                &out.join(format!("{mode}-{seed}")),
+            )?;
             eprintln!(
                 "{mode} seed {seed}: {:.1} -> {:.1} with {} executions",
                 100.0 * summary.evaluations[0].mean_percentile,
-                100.0 * summary.evaluations.last().map_or(0.0, |e| e.mean_percentile),
+                100.0
+                    * summary
+                        .evaluations
+                        .last()
+                        .map_or(0.0, |e| e.mean_percentile),
                 summary.executions
             );
             runs.push(summary);
@@ -142,8 +210,16 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         let curve: Vec<(f64, f64)> = (0..len)
             .map(|i| {
                 let n = mine.len() as f64;
-                let x = mine.iter().map(|r| r.evaluations[i].executions as f64).sum::<f64>() / n;
-                let y = mine.iter().map(|r| r.evaluations[i].mean_percentile).sum::<f64>() / n;
+                let x = mine
+                    .iter()
+                    .map(|r| r.evaluations[i].executions as f64)
+                    .sum::<f64>()
+                    / n;
+                let y = mine
+                    .iter()
+                    .map(|r| r.evaluations[i].mean_percentile)
+                    .sum::<f64>()
+                    / n;
                 (x, y)
             })
             .collect();
@@ -160,22 +236,36 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             fewer_executions_than_real: None,
         });
     }
-    if let Some(real) = results.iter().find(|r| r.mode == "real").map(|r| (r.improvement, r.executions)) {
+    if let Some(real) = results
+        .iter()
+        .find(|r| r.mode == "real")
+        .map(|r| (r.improvement, r.executions))
+    {
         for r in &mut results {
-            let hit = r.curve.iter().find(|(_, y)| y - r.initial >= real.0 && real.0 > 0.0);
+            let hit = r
+                .curve
+                .iter()
+                .find(|(_, y)| y - r.initial >= real.0 && real.0 > 0.0);
             r.executions_to_reach_real = hit.map(|p| p.0);
             r.fewer_executions_than_real = hit.filter(|p| p.0 > 0.0).map(|p| real.1 / p.0);
         }
     }
     let plot = wmrl_report::LinePlot {
-        title: format!("AutoResearch {}: mean leaderboard percentile vs real executions ({} seeds)", args.suite, args.seeds.len()),
+        title: format!(
+            "AutoResearch {}: mean leaderboard percentile vs real executions ({} seeds)",
+            args.suite,
+            args.seeds.len()
+        ),
         x_label: "real (sandbox) executions during training".into(),
         y_label: "mean leaderboard percentile".into(),
         series: results
             .iter()
             .map(|r| {
-                wmrl_report::Series::line(r.mode.clone(), r.curve.iter().map(|&(x, y)| (x, 100.0 * y)).collect())
-                    .with_style(wmrl_report::SeriesStyle::LineWithMarkers)
+                wmrl_report::Series::line(
+                    r.mode.clone(),
+                    r.curve.iter().map(|&(x, y)| (x, 100.0 * y)).collect(),
+                )
+                .with_style(wmrl_report::SeriesStyle::LineWithMarkers)
             })
             .collect(),
         y_range: Some((0.0, 100.0)),
@@ -188,7 +278,10 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("{:<16} {:>8} {:>8} {:>8} {:>11} {:>14} {:>9}", "mode", "start", "end", "gain", "executions", "to reach real", "fewer x");
+    println!(
+        "{:<16} {:>8} {:>8} {:>8} {:>11} {:>14} {:>9}",
+        "mode", "start", "end", "gain", "executions", "to reach real", "fewer x"
+    );
     for r in &results {
         println!(
             "{:<16} {:>8.1} {:>8.1} {:>8.1} {:>11.0} {:>14} {:>9}",
@@ -197,8 +290,10 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             100.0 * r.last,
             100.0 * r.improvement,
             r.executions,
-            r.executions_to_reach_real.map_or("never".into(), |x| format!("{x:.0}")),
-            r.fewer_executions_than_real.map_or("-".into(), |x| format!("{x:.1}")),
+            r.executions_to_reach_real
+                .map_or("never".into(), |x| format!("{x:.0}")),
+            r.fewer_executions_than_real
+                .map_or("-".into(), |x| format!("{x:.1}")),
         );
     }
     println!("plot: {}", out.join("experiment.png").display());

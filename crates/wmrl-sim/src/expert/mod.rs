@@ -36,7 +36,14 @@ impl Expert {
 
     /// An expert running the given skills in order.
     pub fn with_skills(skills: Vec<Skill>) -> Expert {
-        Expert { skills, current: 0, phase: 0, timer: 0, yaw: None, memo: 0.0 }
+        Expert {
+            skills,
+            current: 0,
+            phase: 0,
+            timer: 0,
+            yaw: None,
+            memo: 0.0,
+        }
     }
 
     /// Whether every skill has finished.
@@ -83,7 +90,9 @@ pub fn down_orientation(yaw: f64) -> UnitQuaternion<f64> {
     let y = Vector3::new(yaw.cos(), yaw.sin(), 0.0);
     let z = Vector3::new(0.0, 0.0, -1.0);
     let x = y.cross(&z);
-    UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z])))
+    UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(Matrix3::from_columns(
+        &[x, y, z],
+    )))
 }
 
 /// Gripper orientation pointing horizontally along `dir` (unit, horizontal),
@@ -92,7 +101,9 @@ pub fn forward_orientation(dir: Vector3<f64>) -> UnitQuaternion<f64> {
     let z = dir.normalize();
     let x = Vector3::new(0.0, 0.0, 1.0);
     let y = z.cross(&x);
-    UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z])))
+    UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(Matrix3::from_columns(
+        &[x, y, z],
+    )))
 }
 
 /// The closing-axis yaw of the current gripper orientation.
@@ -103,15 +114,27 @@ pub fn current_yaw(ee: &Isometry3<f64>) -> f64 {
 
 /// Of `yaw` and `yaw + π` (the same grasp), the one closest to `reference`.
 pub fn nearest_equivalent_yaw(yaw: f64, reference: f64) -> f64 {
-    let wrap = |a: f64| (a + std::f64::consts::PI).rem_euclid(2.0 * std::f64::consts::PI) - std::f64::consts::PI;
+    let wrap = |a: f64| {
+        (a + std::f64::consts::PI).rem_euclid(2.0 * std::f64::consts::PI) - std::f64::consts::PI
+    };
     let a = reference + wrap(yaw - reference);
     let b = reference + wrap(yaw + std::f64::consts::PI - reference);
-    if (a - reference).abs() <= (b - reference).abs() { a } else { b }
+    if (a - reference).abs() <= (b - reference).abs() {
+        a
+    } else {
+        b
+    }
 }
 
 /// The action that moves the end effector towards `target` (at most `max_speed`
 /// of full scale per axis) and rotates it towards `orientation`, with a gripper command.
-pub fn servo(ee: &Isometry3<f64>, target: &Vector3<f64>, orientation: &UnitQuaternion<f64>, max_speed: f64, gripper: f32) -> Action {
+pub fn servo(
+    ee: &Isometry3<f64>,
+    target: &Vector3<f64>,
+    orientation: &UnitQuaternion<f64>,
+    max_speed: f64,
+    gripper: f32,
+) -> Action {
     let dp = (target - ee.translation.vector) / 0.05;
     let dr = (orientation * ee.rotation.inverse()).scaled_axis() / 0.5;
     let c = |v: f64, m: f64| v.clamp(-m, m) as f32;

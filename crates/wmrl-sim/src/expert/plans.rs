@@ -3,17 +3,39 @@
 use super::skills::{Grasp, Place, Skill};
 
 fn region(name: &str, offset: [f64; 2], drop: f64, rim: f64) -> Place {
-    Place::Region { region: name.to_string(), offset, drop, rim }
+    Place::Region {
+        region: name.to_string(),
+        offset,
+        drop,
+        rim,
+    }
 }
 
 fn pick(object: &str, grasp: Grasp, place: Place) -> Skill {
-    Skill::PickPlace { object: object.to_string(), grasp, place, place_yaw: None }
+    Skill::PickPlace {
+        object: object.to_string(),
+        grasp,
+        place,
+        place_yaw: None,
+    }
 }
 
-const CAN: Grasp = Grasp::Top { height: 0.04, yaw: None };
-const FLAT_BOX: Grasp = Grasp::Top { height: 0.011, yaw: Some(std::f64::consts::FRAC_PI_2) };
-const MUG: Grasp = Grasp::Top { height: 0.065, yaw: Some(0.0) };
-const MOKA: Grasp = Grasp::Top { height: 0.11, yaw: Some(0.0) };
+const CAN: Grasp = Grasp::Top {
+    height: 0.04,
+    yaw: None,
+};
+const FLAT_BOX: Grasp = Grasp::Top {
+    height: 0.011,
+    yaw: Some(std::f64::consts::FRAC_PI_2),
+};
+const MUG: Grasp = Grasp::Top {
+    height: 0.065,
+    yaw: Some(0.0),
+};
+const MOKA: Grasp = Grasp::Top {
+    height: 0.11,
+    yaw: Some(0.0),
+};
 const BASKET: &str = "basket_1_contain_region";
 /// The basket's rim above its floor (m).
 const BASKET_RIM: f64 = 0.135;
@@ -22,58 +44,139 @@ const BASKET_RIM: f64 = 0.135;
 pub fn plan_for_task(task: usize) -> Vec<Skill> {
     match task {
         0 => vec![
-            pick("alphabet_soup_1", CAN, region(BASKET, [-0.03, 0.0], 0.01, BASKET_RIM)),
-            pick("tomato_sauce_1", CAN, region(BASKET, [0.03, 0.0], 0.01, BASKET_RIM)),
+            pick(
+                "alphabet_soup_1",
+                CAN,
+                region(BASKET, [-0.03, 0.0], 0.01, BASKET_RIM),
+            ),
+            pick(
+                "tomato_sauce_1",
+                CAN,
+                region(BASKET, [0.03, 0.0], 0.01, BASKET_RIM),
+            ),
         ],
         1 => vec![
-            pick("cream_cheese_1", FLAT_BOX, region(BASKET, [-0.025, 0.0], 0.01, BASKET_RIM)),
-            pick("butter_1", FLAT_BOX, region(BASKET, [0.025, 0.0], 0.01, BASKET_RIM)),
+            pick(
+                "cream_cheese_1",
+                FLAT_BOX,
+                region(BASKET, [-0.025, 0.0], 0.01, BASKET_RIM),
+            ),
+            pick(
+                "butter_1",
+                FLAT_BOX,
+                region(BASKET, [0.025, 0.0], 0.01, BASKET_RIM),
+            ),
         ],
         2 => vec![
-            Skill::TurnKnob { fixture: "flat_stove_1".into(), link: "knob".into(), target: 0.9 },
-            pick("moka_pot_1", MOKA, region("flat_stove_1_cook_region", [0.0, 0.0], 0.01, 0.0)),
+            Skill::TurnKnob {
+                fixture: "flat_stove_1".into(),
+                link: "knob".into(),
+                target: 0.9,
+            },
+            pick(
+                "moka_pot_1",
+                MOKA,
+                region("flat_stove_1_cook_region", [0.0, 0.0], 0.01, 0.0),
+            ),
         ],
         3 => vec![
             pick(
                 "akita_black_bowl_1",
-                Grasp::Rim { height: 0.038, radius: 0.0495 },
+                Grasp::Rim {
+                    height: 0.038,
+                    radius: 0.0495,
+                },
                 region("white_cabinet_1_bottom_region", [0.0, -0.045], 0.012, 0.05),
             ),
-            Skill::PushDrawer { fixture: "white_cabinet_1".into(), link: "bottom_drawer".into() },
+            Skill::PushDrawer {
+                fixture: "white_cabinet_1".into(),
+                link: "bottom_drawer".into(),
+            },
         ],
         4 => vec![
-            pick("porcelain_mug_1", MUG, Place::OnObject { entity: "plate_1".into() }),
-            pick("white_yellow_mug_1", MUG, Place::OnObject { entity: "plate_2".into() }),
+            pick(
+                "porcelain_mug_1",
+                MUG,
+                Place::OnObject {
+                    entity: "plate_1".into(),
+                },
+            ),
+            pick(
+                "white_yellow_mug_1",
+                MUG,
+                Place::OnObject {
+                    entity: "plate_2".into(),
+                },
+            ),
         ],
         5 => vec![Skill::PickPlace {
             object: "black_book_1".into(),
-            grasp: Grasp::Top { height: 0.115, yaw: Some(0.0) },
+            grasp: Grasp::Top {
+                height: 0.115,
+                yaw: Some(0.0),
+            },
             place: region("desk_caddy_1_back_contain_region", [0.0, 0.0], 0.012, 0.095),
             place_yaw: Some(0.0),
         }],
         6 => vec![
-            pick("porcelain_mug_1", MUG, Place::OnObject { entity: "plate_1".into() }),
+            pick(
+                "porcelain_mug_1",
+                MUG,
+                Place::OnObject {
+                    entity: "plate_1".into(),
+                },
+            ),
             pick(
                 "chocolate_pudding_1",
-                Grasp::Top { height: 0.018, yaw: Some(std::f64::consts::FRAC_PI_2) },
-                region("living_room_table_plate_right_region", [0.0, 0.0], 0.01, 0.0),
+                Grasp::Top {
+                    height: 0.018,
+                    yaw: Some(std::f64::consts::FRAC_PI_2),
+                },
+                region(
+                    "living_room_table_plate_right_region",
+                    [0.0, 0.0],
+                    0.01,
+                    0.0,
+                ),
             ),
         ],
         7 => vec![
-            pick("alphabet_soup_1", CAN, region(BASKET, [-0.03, 0.0], 0.01, BASKET_RIM)),
-            pick("cream_cheese_1", FLAT_BOX, region(BASKET, [0.03, 0.0], 0.01, BASKET_RIM)),
+            pick(
+                "alphabet_soup_1",
+                CAN,
+                region(BASKET, [-0.03, 0.0], 0.01, BASKET_RIM),
+            ),
+            pick(
+                "cream_cheese_1",
+                FLAT_BOX,
+                region(BASKET, [0.03, 0.0], 0.01, BASKET_RIM),
+            ),
         ],
         8 => vec![
-            pick("moka_pot_1", MOKA, region("flat_stove_1_cook_region", [-0.035, -0.035], 0.01, 0.0)),
-            pick("moka_pot_2", MOKA, region("flat_stove_1_cook_region", [0.035, 0.035], 0.01, 0.0)),
+            pick(
+                "moka_pot_1",
+                MOKA,
+                region("flat_stove_1_cook_region", [-0.035, -0.035], 0.01, 0.0),
+            ),
+            pick(
+                "moka_pot_2",
+                MOKA,
+                region("flat_stove_1_cook_region", [0.035, 0.035], 0.01, 0.0),
+            ),
         ],
         9 => vec![
             pick(
                 "white_yellow_mug_1",
-                Grasp::Side { height: 0.05, dir: [0.0, 1.0] },
+                Grasp::Side {
+                    height: 0.05,
+                    dir: [0.0, 1.0],
+                },
                 region("microwave_1_heating_region", [0.045, -0.01], 0.015, 0.0),
             ),
-            Skill::CloseDoor { fixture: "microwave_1".into(), link: "door".into() },
+            Skill::CloseDoor {
+                fixture: "microwave_1".into(),
+                link: "door".into(),
+            },
         ],
         _ => Vec::new(),
     }

@@ -5,7 +5,9 @@
 
 use nalgebra::{Point3, UnitQuaternion, Vector3};
 
-use super::{Expert, current_yaw, down_orientation, forward_orientation, nearest_equivalent_yaw, servo};
+use super::{
+    Expert, current_yaw, down_orientation, forward_orientation, nearest_equivalent_yaw, servo,
+};
 use crate::api::Action;
 use crate::env::SimEnv;
 use crate::physics::SimWorld;
@@ -117,7 +119,16 @@ struct Waypoint {
 
 impl Waypoint {
     fn new(pos: Vector3<f64>, rot: UnitQuaternion<f64>, gripper: f32) -> Waypoint {
-        Waypoint { pos, rot, gripper, speed: 0.6, tol: 0.012, timeout: 60, hold: 0, done: false }
+        Waypoint {
+            pos,
+            rot,
+            gripper,
+            speed: 0.6,
+            tol: 0.012,
+            timeout: 60,
+            hold: 0,
+            done: false,
+        }
     }
     fn speed(mut self, s: f64) -> Self {
         self.speed = s;
@@ -139,7 +150,9 @@ impl Waypoint {
 }
 
 fn entity_pose(world: &SimWorld, name: &str) -> Option<nalgebra::Isometry3<f64>> {
-    world.entity_index(name).map(|i| world.body_pose(world.entities[i].root))
+    world
+        .entity_index(name)
+        .map(|i| world.body_pose(world.entities[i].root))
 }
 
 fn yaw_of(iso: &nalgebra::Isometry3<f64>) -> f64 {
@@ -159,7 +172,11 @@ fn region_target(env: &SimEnv, name: &str) -> Option<(Vector3<f64>, f64, f64)> {
         }
         RegionRef::Table { ranges } => {
             let r = ranges.first()?;
-            Some((Vector3::new((r[0] + r[2]) / 2.0, (r[1] + r[3]) / 2.0, world.table_top), world.table_top, 0.0))
+            Some((
+                Vector3::new((r[0] + r[2]) / 2.0, (r[1] + r[3]) / 2.0, world.table_top),
+                world.table_top,
+                0.0,
+            ))
         }
     }
 }
@@ -167,7 +184,10 @@ fn region_target(env: &SimEnv, name: &str) -> Option<(Vector3<f64>, f64, f64)> {
 fn link_info(env: &SimEnv, fixture: &str, link: &str) -> Option<(usize, usize, f64)> {
     let world = env.world();
     let e = world.entity_index(fixture)?;
-    let l = world.entities[e].links.iter().position(|x| x.name == link)?;
+    let l = world.entities[e]
+        .links
+        .iter()
+        .position(|x| x.name == link)?;
     Some((e, l, world.joint_position(world.entities[e].links[l].joint)))
 }
 
@@ -189,14 +209,30 @@ pub(super) fn step(skill: &Skill, ex: &mut Expert, env: &SimEnv) -> Option<Actio
 
 fn waypoint(skill: &Skill, ex: &mut Expert, env: &SimEnv) -> Option<Waypoint> {
     match skill {
-        Skill::PickPlace { object, grasp, place, place_yaw } => pick_place(ex, env, object, grasp, place, *place_yaw),
+        Skill::PickPlace {
+            object,
+            grasp,
+            place,
+            place_yaw,
+        } => pick_place(ex, env, object, grasp, place, *place_yaw),
         Skill::PushDrawer { fixture, link } => push_drawer(ex, env, fixture, link),
         Skill::CloseDoor { fixture, link } => close_door(ex, env, fixture, link),
-        Skill::TurnKnob { fixture, link, target } => turn_knob(ex, env, fixture, link, *target),
+        Skill::TurnKnob {
+            fixture,
+            link,
+            target,
+        } => turn_knob(ex, env, fixture, link, *target),
     }
 }
 
-fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place: &Place, place_yaw: Option<f64>) -> Option<Waypoint> {
+fn pick_place(
+    ex: &mut Expert,
+    env: &SimEnv,
+    object: &str,
+    grasp: &Grasp,
+    place: &Place,
+    place_yaw: Option<f64>,
+) -> Option<Waypoint> {
     let world = env.world();
     let ee = env.ee_pose();
     let tcp = ee.translation.vector;
@@ -215,9 +251,19 @@ fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place:
         Grasp::Rim { height, radius } => {
             let base = env.world().robot.base.translation.vector;
             let toward = Vector3::new(base.x - o.x, base.y - o.y, 0.0).normalize();
-            let yaw = *ex.yaw.get_or_insert_with(|| nearest_equivalent_yaw(toward.y.atan2(toward.x), current_yaw(&ee)));
+            let yaw = *ex.yaw.get_or_insert_with(|| {
+                nearest_equivalent_yaw(toward.y.atan2(toward.x), current_yaw(&ee))
+            });
             let _ = yaw;
-            (Vector3::new(o.x + toward.x * radius, o.y + toward.y * radius, o.z + height), *height, None)
+            (
+                Vector3::new(
+                    o.x + toward.x * radius,
+                    o.y + toward.y * radius,
+                    o.z + height,
+                ),
+                *height,
+                None,
+            )
         }
         Grasp::Side { height, dir } => {
             let d = Vector3::new(dir[0], dir[1], 0.0).normalize();
@@ -232,22 +278,46 @@ fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place:
     let held = Vector3::new(o.x - tcp.x, o.y - tcp.y, o.z - tcp.z);
     let carry = table + 0.22 + height;
     let (goal_xy, floor, release_tcp, owner_yaw) = match place {
-        Place::Region { region, offset, drop, rim } => {
+        Place::Region {
+            region,
+            offset,
+            drop,
+            rim,
+        } => {
             let (c, floor, owner_yaw) = region_target(env, region)?;
             let release = (floor + drop + height).max(floor + rim + 0.01 - HAND_ABOVE_TCP);
-            (Vector3::new(c.x + offset[0], c.y + offset[1], 0.0), floor, release, owner_yaw)
+            (
+                Vector3::new(c.x + offset[0], c.y + offset[1], 0.0),
+                floor,
+                release,
+                owner_yaw,
+            )
         }
         Place::OnObject { entity } => {
             let under = entity_pose(world, entity)?;
             let i = world.entity_index(entity)?;
-            let top = under.translation.vector.z + world.entities[i].spec.parts.iter().map(|p| p.aabb().1[2]).fold(0.0, f64::max);
-            (Vector3::new(under.translation.vector.x, under.translation.vector.y, 0.0), top, top + 0.008 + height, yaw_of(&under))
+            let top = under.translation.vector.z
+                + world.entities[i]
+                    .spec
+                    .parts
+                    .iter()
+                    .map(|p| p.aabb().1[2])
+                    .fold(0.0, f64::max);
+            (
+                Vector3::new(under.translation.vector.x, under.translation.vector.y, 0.0),
+                top,
+                top + 0.008 + height,
+                yaw_of(&under),
+            )
         }
     };
     let _ = floor;
     let carry_rot = match (side, place_yaw) {
         (Some(d), _) => forward_orientation(d),
-        (None, Some(py)) => down_orientation(nearest_equivalent_yaw(owner_yaw + py, ex.yaw.unwrap_or(0.0))),
+        (None, Some(py)) => down_orientation(nearest_equivalent_yaw(
+            owner_yaw + py,
+            ex.yaw.unwrap_or(0.0),
+        )),
         (None, None) => grasp_rot,
     };
     let over_goal = Vector3::new(goal_xy.x - held.x, goal_xy.y - held.y, carry);
@@ -264,14 +334,49 @@ fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place:
     }
     Some(match (side, ex.phase) {
         // Top and rim grasps.
-        (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0).tol(0.015).timeout(80),
-        (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0).speed(0.5).tol(0.006).timeout(40),
-        (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0).hold(10).timeout(12),
-        (None, 3) => Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, carry), grasp_rot, 1.0).speed(0.6).tol(0.02).timeout(50),
-        (None, 4) => Waypoint::new(over_goal, carry_rot, 1.0).tol(0.01).timeout(90),
-        (None, 5) => Waypoint::new(Vector3::new(over_goal.x, over_goal.y, release_tcp), carry_rot, 1.0).speed(0.4).tol(0.008).timeout(50),
-        (None, 6) => Waypoint::new(Vector3::new(over_goal.x, over_goal.y, release_tcp), carry_rot, -1.0).hold(8).timeout(10),
-        (None, 7) => Waypoint::new(Vector3::new(tcp.x, tcp.y, release_tcp + 0.12), carry_rot, -1.0).tol(0.03).timeout(30),
+        (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0)
+            .tol(0.015)
+            .timeout(80),
+        (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0)
+            .speed(0.5)
+            .tol(0.006)
+            .timeout(40),
+        (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0)
+            .hold(10)
+            .timeout(12),
+        (None, 3) => Waypoint::new(
+            Vector3::new(grasp_pos.x, grasp_pos.y, carry),
+            grasp_rot,
+            1.0,
+        )
+        .speed(0.6)
+        .tol(0.02)
+        .timeout(50),
+        (None, 4) => Waypoint::new(over_goal, carry_rot, 1.0)
+            .tol(0.01)
+            .timeout(90),
+        (None, 5) => Waypoint::new(
+            Vector3::new(over_goal.x, over_goal.y, release_tcp),
+            carry_rot,
+            1.0,
+        )
+        .speed(0.4)
+        .tol(0.008)
+        .timeout(50),
+        (None, 6) => Waypoint::new(
+            Vector3::new(over_goal.x, over_goal.y, release_tcp),
+            carry_rot,
+            -1.0,
+        )
+        .hold(8)
+        .timeout(10),
+        (None, 7) => Waypoint::new(
+            Vector3::new(tcp.x, tcp.y, release_tcp + 0.12),
+            carry_rot,
+            -1.0,
+        )
+        .tol(0.03)
+        .timeout(30),
         // Side grasp (into a cavity): approach high, descend, advance, close, lift, insert.
         (Some(d), p) => {
             let pre = grasp_pos - d * 0.12;
@@ -279,16 +384,55 @@ fn pick_place(ex: &mut Expert, env: &SimEnv, object: &str, grasp: &Grasp, place:
             let inside = Vector3::new(goal_xy.x - held.x, goal_xy.y - held.y, lift_z);
             let before = inside - d * 0.10;
             match p {
-                0 => Waypoint::new(Vector3::new(pre.x, pre.y, grasp_pos.z + 0.12), grasp_rot, -1.0).tol(0.02).timeout(80),
-                1 => Waypoint::new(pre, grasp_rot, -1.0).speed(0.5).tol(0.01).timeout(40),
-                2 => Waypoint::new(grasp_pos, grasp_rot, -1.0).speed(0.4).tol(0.006).timeout(40),
-                3 => Waypoint::new(grasp_pos, grasp_rot, 1.0).hold(10).timeout(12),
-                4 => Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, lift_z + 0.02), grasp_rot, 1.0).speed(0.5).tol(0.01).timeout(40),
-                5 => Waypoint::new(Vector3::new(before.x, before.y, lift_z + 0.02), grasp_rot, 1.0).tol(0.01).timeout(80),
-                6 => Waypoint::new(inside, grasp_rot, 1.0).speed(0.4).tol(0.008).timeout(60),
+                0 => Waypoint::new(
+                    Vector3::new(pre.x, pre.y, grasp_pos.z + 0.12),
+                    grasp_rot,
+                    -1.0,
+                )
+                .tol(0.02)
+                .timeout(80),
+                1 => Waypoint::new(pre, grasp_rot, -1.0)
+                    .speed(0.5)
+                    .tol(0.01)
+                    .timeout(40),
+                2 => Waypoint::new(grasp_pos, grasp_rot, -1.0)
+                    .speed(0.4)
+                    .tol(0.006)
+                    .timeout(40),
+                3 => Waypoint::new(grasp_pos, grasp_rot, 1.0)
+                    .hold(10)
+                    .timeout(12),
+                4 => Waypoint::new(
+                    Vector3::new(grasp_pos.x, grasp_pos.y, lift_z + 0.02),
+                    grasp_rot,
+                    1.0,
+                )
+                .speed(0.5)
+                .tol(0.01)
+                .timeout(40),
+                5 => Waypoint::new(
+                    Vector3::new(before.x, before.y, lift_z + 0.02),
+                    grasp_rot,
+                    1.0,
+                )
+                .tol(0.01)
+                .timeout(80),
+                6 => Waypoint::new(inside, grasp_rot, 1.0)
+                    .speed(0.4)
+                    .tol(0.008)
+                    .timeout(60),
                 7 => Waypoint::new(inside, grasp_rot, -1.0).hold(8).timeout(10),
-                8 => Waypoint::new(inside - d * 0.15, grasp_rot, -1.0).speed(0.6).tol(0.015).timeout(40),
-                9 => Waypoint::new(inside - d * 0.15 + Vector3::new(0.0, 0.0, 0.12), down_orientation(0.0), -1.0).tol(0.03).timeout(40),
+                8 => Waypoint::new(inside - d * 0.15, grasp_rot, -1.0)
+                    .speed(0.6)
+                    .tol(0.015)
+                    .timeout(40),
+                9 => Waypoint::new(
+                    inside - d * 0.15 + Vector3::new(0.0, 0.0, 0.12),
+                    down_orientation(0.0),
+                    -1.0,
+                )
+                .tol(0.03)
+                .timeout(40),
                 _ => return None,
             }
         }
@@ -305,7 +449,12 @@ fn clear_yaw(world: &SimWorld, object: &str, o: &Vector3<f64>, height: f64, curr
         .filter(|e| e.name != object)
         .filter_map(|e| {
             let p = world.body_pose(e.root).translation.vector;
-            let top = e.spec.parts.iter().map(|q| q.aabb().1[2]).fold(0.0, f64::max);
+            let top = e
+                .spec
+                .parts
+                .iter()
+                .map(|q| q.aabb().1[2])
+                .fold(0.0, f64::max);
             (p.z + top > o.z + height + 0.03).then_some((p, e.spec.footprint_radius()))
         })
         .collect();
@@ -349,16 +498,39 @@ fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Opti
     let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
     let tcp = env.ee_pose().translation.vector;
     Some(match ex.phase {
-        0 => Waypoint::new(Vector3::new(front_now.x, front_now.y, z) - axis * 0.05 + Vector3::new(0.0, 0.0, 0.12), rot, 1.0).tol(0.015).timeout(80),
-        1 => Waypoint::new(Vector3::new(front_now.x, front_now.y, z) - axis * 0.05, rot, 1.0).speed(0.5).tol(0.008).timeout(40),
+        0 => Waypoint::new(
+            Vector3::new(front_now.x, front_now.y, z) - axis * 0.05 + Vector3::new(0.0, 0.0, 0.12),
+            rot,
+            1.0,
+        )
+        .tol(0.015)
+        .timeout(80),
+        1 => Waypoint::new(
+            Vector3::new(front_now.x, front_now.y, z) - axis * 0.05,
+            rot,
+            1.0,
+        )
+        .speed(0.5)
+        .tol(0.008)
+        .timeout(40),
         2 => {
-            let mut w = Waypoint::new(Vector3::new(front_closed.x, front_closed.y, z) - axis * 0.01, rot, 1.0).speed(0.5).timeout(80);
+            let mut w = Waypoint::new(
+                Vector3::new(front_closed.x, front_closed.y, z) - axis * 0.01,
+                rot,
+                1.0,
+            )
+            .speed(0.5)
+            .timeout(80);
             w.done = closed && ex.timer > 3;
             w.tol = 0.0;
             w
         }
-        3 => Waypoint::new(tcp - axis * 0.06, rot, 1.0).tol(0.015).timeout(20),
-        4 => Waypoint::new(Vector3::new(tcp.x, tcp.y, z + 0.15), rot, -1.0).tol(0.03).timeout(30),
+        3 => Waypoint::new(tcp - axis * 0.06, rot, 1.0)
+            .tol(0.015)
+            .timeout(20),
+        4 => Waypoint::new(Vector3::new(tcp.x, tcp.y, z + 0.15), rot, -1.0)
+            .tol(0.03)
+            .timeout(30),
         _ => return None,
     })
 }
@@ -382,21 +554,40 @@ fn close_door(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Optio
     let rot = down_orientation(root_yaw + q);
     let tcp = env.ee_pose().translation.vector;
     Some(match ex.phase {
-        0 => Waypoint::new(point(q, 0.2, 0.07) + Vector3::new(0.0, 0.0, 0.14), rot, 1.0).tol(0.02).timeout(80),
-        1 => Waypoint::new(point(q, 0.2, 0.07), rot, 1.0).speed(0.5).tol(0.01).timeout(40),
+        0 => Waypoint::new(point(q, 0.2, 0.07) + Vector3::new(0.0, 0.0, 0.14), rot, 1.0)
+            .tol(0.02)
+            .timeout(80),
+        1 => Waypoint::new(point(q, 0.2, 0.07), rot, 1.0)
+            .speed(0.5)
+            .tol(0.01)
+            .timeout(40),
         2 => {
             let ahead = (q + 0.35).min(0.05);
-            let mut w = Waypoint::new(point(ahead, 0.2, 0.025), down_orientation(root_yaw + ahead), 1.0).speed(0.5).timeout(120);
+            let mut w = Waypoint::new(
+                point(ahead, 0.2, 0.025),
+                down_orientation(root_yaw + ahead),
+                1.0,
+            )
+            .speed(0.5)
+            .timeout(120);
             w.done = closed && ex.timer > 3;
             w.tol = 0.0;
             w
         }
-        3 => Waypoint::new(tcp + point(0.0, 0.0, 0.1) - point(0.0, 0.0, 0.0), rot, 1.0).tol(0.02).timeout(20),
+        3 => Waypoint::new(tcp + point(0.0, 0.0, 0.1) - point(0.0, 0.0, 0.0), rot, 1.0)
+            .tol(0.02)
+            .timeout(20),
         _ => return None,
     })
 }
 
-fn turn_knob(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str, target: f64) -> Option<Waypoint> {
+fn turn_knob(
+    ex: &mut Expert,
+    env: &SimEnv,
+    fixture: &str,
+    link: &str,
+    target: f64,
+) -> Option<Waypoint> {
     let (e, l, q) = link_info(env, fixture, link)?;
     let world = env.world();
     let root = world.body_pose(world.entities[e].root);
@@ -413,9 +604,20 @@ fn turn_knob(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str, target: f
     let yaw = ex.yaw.unwrap_or(base_yaw);
     let at = Vector3::new(knob.x, knob.y, fin_z);
     Some(match ex.phase {
-        0 => Waypoint::new(at + Vector3::new(0.0, 0.0, 0.10), down_orientation(yaw), -1.0).tol(0.012).timeout(80),
-        1 => Waypoint::new(at, down_orientation(yaw), -1.0).speed(0.4).tol(0.005).timeout(40),
-        2 => Waypoint::new(at, down_orientation(yaw), 1.0).hold(10).timeout(12),
+        0 => Waypoint::new(
+            at + Vector3::new(0.0, 0.0, 0.10),
+            down_orientation(yaw),
+            -1.0,
+        )
+        .tol(0.012)
+        .timeout(80),
+        1 => Waypoint::new(at, down_orientation(yaw), -1.0)
+            .speed(0.4)
+            .tol(0.005)
+            .timeout(40),
+        2 => Waypoint::new(at, down_orientation(yaw), 1.0)
+            .hold(10)
+            .timeout(12),
         3 => {
             let turned = (q - ex.memo).max(0.0);
             let goal = yaw + (target - ex.memo) + 0.2;
@@ -426,7 +628,9 @@ fn turn_knob(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str, target: f
             w
         }
         4 => Waypoint::new(at, ee.rotation, -1.0).hold(8).timeout(10),
-        5 => Waypoint::new(at + Vector3::new(0.0, 0.0, 0.12), ee.rotation, -1.0).tol(0.03).timeout(30),
+        5 => Waypoint::new(at + Vector3::new(0.0, 0.0, 0.12), ee.rotation, -1.0)
+            .tol(0.03)
+            .timeout(30),
         _ => return None,
     })
 }

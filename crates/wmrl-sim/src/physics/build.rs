@@ -33,6 +33,20 @@ pub struct WorldParams {
     pub solver_iterations: usize,
 }
 
+impl WorldParams {
+    /// Defaults with the solver-iteration count from `WMRL_SIM_ITERS` (for experiments).
+    pub fn from_env() -> WorldParams {
+        let mut p = WorldParams::default();
+        if let Some(n) = std::env::var("WMRL_SIM_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            p.solver_iterations = n;
+        }
+        p
+    }
+}
+
 impl Default for WorldParams {
     fn default() -> Self {
         WorldParams {
@@ -158,7 +172,10 @@ impl Clone for SimWorld {
 fn part_collider(part: &Part, density: f32, friction: f32) -> ColliderBuilder {
     let base = iso_xyz_rpy(part.pos, part.rpy);
     let (builder, local) = match part.shape {
-        Shape::Box(h) => (ColliderBuilder::cuboid(h[0] as f32, h[1] as f32, h[2] as f32), base),
+        Shape::Box(h) => (
+            ColliderBuilder::cuboid(h[0] as f32, h[1] as f32, h[2] as f32),
+            base,
+        ),
         Shape::Cylinder([r, hh]) => (
             ColliderBuilder::cylinder(hh as f32, r as f32),
             base * UnitQuaternion::from_euler_angles(std::f64::consts::FRAC_PI_2, 0.0, 0.0),
@@ -166,12 +183,19 @@ fn part_collider(part: &Part, density: f32, friction: f32) -> ColliderBuilder {
         Shape::Capsule([r, hh]) => (ColliderBuilder::capsule_z(hh as f32, r as f32), base),
         Shape::Sphere(r) => (ColliderBuilder::ball(r as f32), base),
     };
-    builder.position(to_pose(&local)).density(density).friction(friction)
+    builder
+        .position(to_pose(&local))
+        .density(density)
+        .friction(friction)
 }
 
 fn density_of(mass: f64, parts: &[Part]) -> f32 {
     let volume: f64 = parts.iter().map(|p| p.shape.volume()).sum();
-    if volume > 0.0 { (mass / volume) as f32 } else { 100.0 }
+    if volume > 0.0 {
+        (mass / volume) as f32
+    } else {
+        100.0
+    }
 }
 
 impl SimWorld {
@@ -202,7 +226,11 @@ impl SimWorld {
         let statics = world.insert_body(RigidBodyBuilder::fixed());
         let mut add_static = |world: &mut PhysicsWorld, c: ColliderBuilder, color: [u8; 3]| {
             let h = world.insert_collider(c, Some(statics));
-            colliders.push(ColliderInfo { handle: h, body: statics, color });
+            colliders.push(ColliderInfo {
+                handle: h,
+                body: statics,
+                color,
+            });
         };
         add_static(
             &mut world,
@@ -234,7 +262,11 @@ impl SimWorld {
                 &mut world,
                 ColliderBuilder::cylinder(base_pos[2] as f32 / 2.0 - 0.005, 0.12)
                     .rotation(Vector::new(std::f32::consts::FRAC_PI_2, 0.0, 0.0))
-                    .translation(Vector::new(base_pos[0] as f32 - 0.03, base_pos[1] as f32, base_pos[2] as f32 / 2.0 - 0.005)),
+                    .translation(Vector::new(
+                        base_pos[0] as f32 - 0.03,
+                        base_pos[1] as f32,
+                        base_pos[2] as f32 / 2.0 - 0.005,
+                    )),
                 [60, 60, 64],
             );
         }
@@ -251,15 +283,32 @@ impl SimWorld {
             if TABLE_TYPES.contains(&entity.kind.as_str()) {
                 continue;
             }
-            let spec = catalog.get(&entity.kind).ok_or_else(|| SimError::UnknownObjectType {
-                name: entity.name.clone(),
-                kind: entity.kind.clone(),
-                known: catalog.known_names().join(", "),
-            })?;
-            entities.push(insert_entity(&mut world, &entity.name, spec, is_object, table_top, &mut colliders));
+            let spec = catalog
+                .get(&entity.kind)
+                .ok_or_else(|| SimError::UnknownObjectType {
+                    name: entity.name.clone(),
+                    kind: entity.kind.clone(),
+                    known: catalog.known_names().join(", "),
+                })?;
+            entities.push(insert_entity(
+                &mut world,
+                &entity.name,
+                spec,
+                is_object,
+                table_top,
+                &mut colliders,
+            ));
         }
 
-        Ok(SimWorld { world, robot: robot_bodies, entities, colliders, layout, table_top, params })
+        Ok(SimWorld {
+            world,
+            robot: robot_bodies,
+            entities,
+            colliders,
+            layout,
+            table_top,
+            params,
+        })
     }
 
     /// Index of an entity by name.
@@ -274,16 +323,28 @@ impl SimWorld {
 
     /// Position of a 1-DoF multibody joint (rad or m).
     pub fn joint_position(&self, joint: MultibodyJointHandle) -> f64 {
-        let Some((mb, link)) = self.world.multibody_joints.get(joint) else { return 0.0 };
-        let Some(link) = mb.link(link) else { return 0.0 };
+        let Some((mb, link)) = self.world.multibody_joints.get(joint) else {
+            return 0.0;
+        };
+        let Some(link) = mb.link(link) else {
+            return 0.0;
+        };
         let c = link.joint.coords();
-        if link.joint.data.locked_axes.contains(JointAxesMask::LIN_X) { c[3] as f64 } else { c[0] as f64 }
+        if link.joint.data.locked_axes.contains(JointAxesMask::LIN_X) {
+            c[3] as f64
+        } else {
+            c[0] as f64
+        }
     }
 
     /// Velocity of a 1-DoF multibody joint.
     pub fn joint_velocity(&self, joint: MultibodyJointHandle) -> f64 {
-        let Some((mb, link)) = self.world.multibody_joints.get(joint) else { return 0.0 };
-        let Some(link) = mb.link(link) else { return 0.0 };
+        let Some((mb, link)) = self.world.multibody_joints.get(joint) else {
+            return 0.0;
+        };
+        let Some(link) = mb.link(link) else {
+            return 0.0;
+        };
         mb.joint_velocity(link).get(0).copied().unwrap_or(0.0) as f64
     }
 
@@ -305,7 +366,9 @@ impl SimWorld {
             } else {
                 JointAxis::LinX
             };
-            link.joint.data.set_motor(axis, target, target_vel, stiffness, damping);
+            link.joint
+                .data
+                .set_motor(axis, target, target_vel, stiffness, damping);
             link.joint.data.set_motor_max_force(axis, max_force);
         }
     }
@@ -350,13 +413,21 @@ fn insert_robot(
         make_roots_fixed: true,
         shift: to_pose(&base),
         // Gravity compensation, as robosuite's controllers provide.
-        rigid_body_blueprint: RigidBodyBuilder::dynamic().gravity_scale(0.0).can_sleep(false),
-        collider_blueprint: ColliderBuilder::default().density(0.0).friction(params.robot_friction),
+        rigid_body_blueprint: RigidBodyBuilder::dynamic()
+            .gravity_scale(0.0)
+            .can_sleep(false),
+        collider_blueprint: ColliderBuilder::default()
+            .density(0.0)
+            .friction(params.robot_friction),
         ..Default::default()
     };
     let urdf_robot = UrdfRobot::from_robot(&robot.urdf, options, Path::new("."));
     let link_src: Vec<usize> = urdf_robot.links.iter().map(|l| l.urdf_link_index).collect();
-    let joint_src: Vec<usize> = urdf_robot.joints.iter().map(|j| j.urdf_joint_index).collect();
+    let joint_src: Vec<usize> = urdf_robot
+        .joints
+        .iter()
+        .map(|j| j.urdf_joint_index)
+        .collect();
     let handles = urdf_robot.insert_using_multibody_joints(
         &mut world.bodies,
         &mut world.colliders,
@@ -387,27 +458,52 @@ fn insert_robot(
             .find_map(|v| v.material.as_ref())
             .and_then(|m| {
                 m.color.clone().or_else(|| {
-                    urdf.materials.iter().find(|g| g.name == m.name).and_then(|g| g.color.clone())
+                    urdf.materials
+                        .iter()
+                        .find(|g| g.name == m.name)
+                        .and_then(|g| g.color.clone())
                 })
             })
-            .map(|c| [(c.rgba[0] * 255.0) as u8, (c.rgba[1] * 255.0) as u8, (c.rgba[2] * 255.0) as u8])
+            .map(|c| {
+                [
+                    (c.rgba[0] * 255.0) as u8,
+                    (c.rgba[1] * 255.0) as u8,
+                    (c.rgba[2] * 255.0) as u8,
+                ]
+            })
             .unwrap_or([200, 200, 200]);
         for c in &link.colliders {
-            colliders.push(ColliderInfo { handle: c.handle, body: link.body, color });
+            colliders.push(ColliderInfo {
+                handle: c.handle,
+                body: link.body,
+                color,
+            });
         }
     }
-    let arm = robot.chain.joints.iter().map(|j| joint_handle(&j.name)).collect::<Result<Vec<_>>>()?;
-    let fingers = [joint_handle(&robot.spec.finger_joints[0])?, joint_handle(&robot.spec.finger_joints[1])?];
+    let arm = robot
+        .chain
+        .joints
+        .iter()
+        .map(|j| joint_handle(&j.name))
+        .collect::<Result<Vec<_>>>()?;
+    let fingers = [
+        joint_handle(&robot.spec.finger_joints[0])?,
+        joint_handle(&robot.spec.finger_joints[1])?,
+    ];
     let finger_child = |name: &str| -> Option<RigidBodyHandle> {
         let j = urdf.joints.iter().find(|j| j.name == name)?;
         link_body(&j.child.link)
     };
-    let missing = |what: &str| SimError::Urdf { file: robot.urdf_file.clone(), message: format!("{what} has no body") };
+    let missing = |what: &str| SimError::Urdf {
+        file: robot.urdf_file.clone(),
+        message: format!("{what} has no body"),
+    };
     let finger_bodies = [
         finger_child(&robot.spec.finger_joints[0]).ok_or_else(|| missing("finger 1"))?,
         finger_child(&robot.spec.finger_joints[1]).ok_or_else(|| missing("finger 2"))?,
     ];
-    let camera_body = link_body(&robot.spec.wrist_camera.link).ok_or_else(|| missing("the wrist camera link"))?;
+    let camera_body =
+        link_body(&robot.spec.wrist_camera.link).ok_or_else(|| missing("the wrist camera link"))?;
     // Joint damping from the URDF, as multibody damping.
     for (j, h) in robot.chain.joints.iter().zip(&arm) {
         if let Some((mb, link)) = world.multibody_joints.get_mut(*h)
@@ -440,7 +536,9 @@ fn insert_entity(
     // Placeholder pose far below the table; the initial state places it.
     let parked = Isometry3::translation(0.0, 0.0, table_top - 5.0);
     let body = if is_object {
-        RigidBodyBuilder::dynamic().angular_damping(0.05).linear_damping(0.01)
+        RigidBodyBuilder::dynamic()
+            .angular_damping(0.05)
+            .linear_damping(0.01)
     } else {
         RigidBodyBuilder::fixed()
     };
@@ -448,30 +546,52 @@ fn insert_entity(
     let density = density_of(spec.mass, &spec.parts);
     let mut root_colliders = Vec::new();
     for part in &spec.parts {
-        let h = world.insert_collider(part_collider(part, density, spec.friction as f32), Some(root));
-        colliders.push(ColliderInfo { handle: h, body: root, color: part.color.unwrap_or(spec.color) });
+        let h = world.insert_collider(
+            part_collider(part, density, spec.friction as f32),
+            Some(root),
+        );
+        colliders.push(ColliderInfo {
+            handle: h,
+            body: root,
+            color: part.color.unwrap_or(spec.color),
+        });
         root_colliders.push(h);
     }
     let mut links = Vec::new();
     for link in &spec.links {
-        let origin = Vector::new(link.origin[0] as f32, link.origin[1] as f32, link.origin[2] as f32);
-        let axis = Vector::new(link.axis[0] as f32, link.axis[1] as f32, link.axis[2] as f32).normalize();
-        let body = world.insert_body(
-            RigidBodyBuilder::dynamic()
-                .can_sleep(false)
-                .pose(to_pose(&(parked * Isometry3::translation(link.origin[0], link.origin[1], link.origin[2])))),
+        let origin = Vector::new(
+            link.origin[0] as f32,
+            link.origin[1] as f32,
+            link.origin[2] as f32,
         );
+        let axis = Vector::new(
+            link.axis[0] as f32,
+            link.axis[1] as f32,
+            link.axis[2] as f32,
+        )
+        .normalize();
+        let body = world.insert_body(RigidBodyBuilder::dynamic().can_sleep(false).pose(to_pose(
+            &(parked * Isometry3::translation(link.origin[0], link.origin[1], link.origin[2])),
+        )));
         let density = density_of(link.mass, &link.parts);
         let mut link_colliders = Vec::new();
         for part in &link.parts {
-            let h = world.insert_collider(part_collider(part, density, spec.friction as f32), Some(body));
-            colliders.push(ColliderInfo { handle: h, body, color: part.color.unwrap_or(spec.color) });
+            let h = world.insert_collider(
+                part_collider(part, density, spec.friction as f32),
+                Some(body),
+            );
+            colliders.push(ColliderInfo {
+                handle: h,
+                body,
+                color: part.color.unwrap_or(spec.color),
+            });
             link_colliders.push(h);
         }
         let range = [link.range[0] as f32, link.range[1] as f32];
         let joint: GenericJoint = match link.joint {
             JointKind::Prismatic => PrismaticJointBuilder::new(axis)
                 .local_anchor1(origin)
+                .contacts_enabled(false)
                 .limits(range)
                 .motor_model(MotorModel::ForceBased)
                 .motor_velocity(0.0, link.damping as f32)
@@ -479,6 +599,7 @@ fn insert_entity(
                 .into(),
             JointKind::Revolute => RevoluteJointBuilder::new(axis)
                 .local_anchor1(origin)
+                .contacts_enabled(false)
                 .limits(range)
                 .motor_model(MotorModel::ForceBased)
                 .motor_velocity(0.0, link.damping as f32)

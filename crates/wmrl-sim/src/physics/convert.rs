@@ -20,7 +20,9 @@ pub fn to_iso(p: &Pose) -> Isometry3<f64> {
     let r = p.rotation;
     Isometry3::from_parts(
         Translation3::new(t.x as f64, t.y as f64, t.z as f64),
-        UnitQuaternion::new_normalize(Quaternion::new(r.w as f64, r.x as f64, r.y as f64, r.z as f64)),
+        UnitQuaternion::new_normalize(Quaternion::new(
+            r.w as f64, r.x as f64, r.y as f64, r.z as f64,
+        )),
     )
 }
 

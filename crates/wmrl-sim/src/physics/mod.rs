@@ -2,8 +2,8 @@
 //! fixtures (fixed roots with jointed links) and free objects, built from a
 //! [`Scene`](crate::scene::Scene); state capture/restore; contact queries.
 
-pub mod convert;
 mod build;
+pub mod convert;
 mod state;
 
 pub use build::{ColliderInfo, EntityBodies, LinkBodies, RobotBodies, SimWorld, WorldParams};

@@ -39,10 +39,16 @@ pub struct SimState {
 }
 
 fn set_multibody_joint(world: &mut PhysicsWorld, joint: MultibodyJointHandle, q: f32) {
-    let Some((mb, link_id)) = world.multibody_joints.get_mut(joint) else { return };
+    let Some((mb, link_id)) = world.multibody_joints.get_mut(joint) else {
+        return;
+    };
     let Some(link) = mb.link(link_id) else { return };
     let c = link.joint.coords();
-    let current = if link.joint.data.locked_axes.contains(JointAxesMask::LIN_X) { c[3] } else { c[0] };
+    let current = if link.joint.data.locked_axes.contains(JointAxesMask::LIN_X) {
+        c[3]
+    } else {
+        c[0]
+    };
     let dof = link.assembly_id();
     let mut disp = vec![0.0; mb.ndofs()];
     if dof < disp.len() {
@@ -52,10 +58,13 @@ fn set_multibody_joint(world: &mut PhysicsWorld, joint: MultibodyJointHandle, q:
 }
 
 fn finish_multibodies(world: &mut PhysicsWorld) {
-    let handles: Vec<MultibodyJointHandle> = world.multibody_joints.iter().map(|(h, ..)| h).collect();
+    let handles: Vec<MultibodyJointHandle> =
+        world.multibody_joints.iter().map(|(h, ..)| h).collect();
     let mut seen = Vec::new();
     for h in handles {
-        let Some((mb, _)) = world.multibody_joints.get_mut(h) else { continue };
+        let Some((mb, _)) = world.multibody_joints.get_mut(h) else {
+            continue;
+        };
         let root = mb.root().rigid_body_handle();
         if seen.contains(&root) {
             continue;
@@ -79,13 +88,22 @@ impl SimWorld {
                     name: e.name.clone(),
                     pos: [p.translation.x, p.translation.y, p.translation.z],
                     quat_xyzw: [p.rotation.x, p.rotation.y, p.rotation.z, p.rotation.w],
-                    joints: e.links.iter().map(|l| self.joint_position(l.joint) as f32).collect(),
+                    joints: e
+                        .links
+                        .iter()
+                        .map(|l| self.joint_position(l.joint) as f32)
+                        .collect(),
                 }
             })
             .collect();
         SimState {
             task: task.to_string(),
-            arm_q: self.robot.arm.iter().map(|&j| self.joint_position(j) as f32).collect(),
+            arm_q: self
+                .robot
+                .arm
+                .iter()
+                .map(|&j| self.joint_position(j) as f32)
+                .collect(),
             fingers: [
                 self.joint_position(self.robot.fingers[0]) as f32,
                 self.joint_position(self.robot.fingers[1]) as f32,
@@ -96,7 +114,10 @@ impl SimWorld {
 
     /// Restores a state (all velocities zero).
     pub fn restore(&mut self, state: &SimState) -> Result<()> {
-        let mismatch = |message: String| SimError::StateMismatch { task: state.task.clone(), message };
+        let mismatch = |message: String| SimError::StateMismatch {
+            task: state.task.clone(),
+            message,
+        };
         if state.arm_q.len() != self.robot.arm.len() {
             return Err(mismatch(format!(
                 "{} arm joints in the state, expected {}",
@@ -132,7 +153,12 @@ impl SimWorld {
         for (s, e) in state.entities.iter().zip(self.entities.clone()) {
             let pose = Pose::from_parts(
                 Vector::new(s.pos[0], s.pos[1], s.pos[2]),
-                Rotation::from_xyzw(s.quat_xyzw[0], s.quat_xyzw[1], s.quat_xyzw[2], s.quat_xyzw[3]),
+                Rotation::from_xyzw(
+                    s.quat_xyzw[0],
+                    s.quat_xyzw[1],
+                    s.quat_xyzw[2],
+                    s.quat_xyzw[3],
+                ),
             );
             let rb = &mut self.world.bodies[e.root];
             rb.set_position(pose, true);

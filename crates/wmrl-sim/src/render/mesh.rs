@@ -32,7 +32,9 @@ impl MeshSet {
     pub fn build(world: &SimWorld) -> MeshSet {
         let mut meshes = Vec::new();
         for info in &world.colliders {
-            let Some(c) = world.world.colliders.get(info.handle) else { continue };
+            let Some(c) = world.world.colliders.get(info.handle) else {
+                continue;
+            };
             let (verts, tris) = match c.shape().as_typed_shape() {
                 TypedShape::Cuboid(s) => s.to_trimesh(),
                 TypedShape::Cylinder(s) => s.to_trimesh(14),
@@ -48,9 +50,16 @@ impl MeshSet {
                     [p.x, p.y, p.z]
                 })
                 .collect();
-            meshes.push(RenderMesh { body: info.body, vertices, triangles: tris, color: info.color });
+            meshes.push(RenderMesh {
+                body: info.body,
+                vertices,
+                triangles: tris,
+                color: info.color,
+            });
         }
-        MeshSet { meshes: Arc::new(meshes) }
+        MeshSet {
+            meshes: Arc::new(meshes),
+        }
     }
 
     /// Total triangle count.

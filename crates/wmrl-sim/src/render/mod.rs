@@ -28,7 +28,11 @@ pub struct CameraConfig {
 
 impl Default for CameraConfig {
     fn default() -> Self {
-        CameraConfig { width: 128, height: 128, enabled: true }
+        CameraConfig {
+            width: 128,
+            height: 128,
+            enabled: true,
+        }
     }
 }
 
@@ -37,7 +41,10 @@ pub fn agent_camera(pose: &CameraPose) -> Camera {
     let q = pose.quat_wxyz;
     let rot = UnitQuaternion::new_normalize(Quaternion::new(q[0], q[1], q[2], q[3]));
     Camera {
-        pose: Isometry3::from_parts(Translation3::new(pose.pos[0], pose.pos[1], pose.pos[2]), rot),
+        pose: Isometry3::from_parts(
+            Translation3::new(pose.pos[0], pose.pos[1], pose.pos[2]),
+            rot,
+        ),
         fovy_deg: pose.fovy_deg,
     }
 }
@@ -50,24 +57,42 @@ pub fn wrist_camera(world: &SimWorld, robot: &RobotModel) -> Camera {
     let m = nalgebra::Matrix3::new(0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, -1.0);
     let rot = UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(m));
     let offset = Isometry3::from_parts(Translation3::from(Vector3::from(mount.pos)), rot);
-    Camera { pose: link * offset, fovy_deg: mount.fovy_deg }
+    Camera {
+        pose: link * offset,
+        fovy_deg: mount.fovy_deg,
+    }
 }
 
 /// Writes frames as an animated GIF (`delay_ms` per frame, looping).
-pub fn save_gif(frames: &[image::RgbImage], delay_ms: u32, path: &std::path::Path) -> crate::Result<()> {
+pub fn save_gif(
+    frames: &[image::RgbImage],
+    delay_ms: u32,
+    path: &std::path::Path,
+) -> crate::Result<()> {
     use image::codecs::gif::{GifEncoder, Repeat};
-    let err = |message: String| crate::SimError::Image { path: path.to_path_buf(), message };
+    let err = |message: String| crate::SimError::Image {
+        path: path.to_path_buf(),
+        message,
+    };
     let tmp = path.with_extension("gif.tmp");
-    let file = std::fs::File::create(&tmp).map_err(|source| crate::SimError::Io { path: tmp.clone(), source })?;
+    let file = std::fs::File::create(&tmp).map_err(|source| crate::SimError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
     let mut enc = GifEncoder::new_with_speed(std::io::BufWriter::new(file), 10);
-    enc.set_repeat(Repeat::Infinite).map_err(|e| err(e.to_string()))?;
+    enc.set_repeat(Repeat::Infinite)
+        .map_err(|e| err(e.to_string()))?;
     for f in frames {
         let rgba = image::DynamicImage::ImageRgb8(f.clone()).to_rgba8();
-        let frame = image::Frame::from_parts(rgba, 0, 0, image::Delay::from_numer_denom_ms(delay_ms, 1));
+        let frame =
+            image::Frame::from_parts(rgba, 0, 0, image::Delay::from_numer_denom_ms(delay_ms, 1));
         enc.encode_frame(frame).map_err(|e| err(e.to_string()))?;
     }
     drop(enc);
-    std::fs::rename(&tmp, path).map_err(|source| crate::SimError::Io { path: path.to_path_buf(), source })
+    std::fs::rename(&tmp, path).map_err(|source| crate::SimError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Places two images side by side.

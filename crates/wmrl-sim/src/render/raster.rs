@@ -33,7 +33,12 @@ const LIGHT: [f32; 3] = [0.35, 0.25, 0.9];
 impl Rasterizer {
     /// Buffers for `width` × `height` images.
     pub fn new(width: u32, height: u32) -> Rasterizer {
-        Rasterizer { width, height, depth: vec![0.0; (width * height) as usize], cam_verts: Vec::new() }
+        Rasterizer {
+            width,
+            height,
+            depth: vec![0.0; (width * height) as usize],
+            cam_verts: Vec::new(),
+        }
     }
 
     /// Renders `meshes` of `world` seen from `camera`.
@@ -43,7 +48,11 @@ impl Rasterizer {
         // Sky gradient background.
         for (y, row) in img.rows_mut().enumerate() {
             let t = y as f32 / h as f32;
-            let c = [(175.0 + 40.0 * t) as u8, (190.0 + 30.0 * t) as u8, (215.0 + 20.0 * t) as u8];
+            let c = [
+                (175.0 + 40.0 * t) as u8,
+                (190.0 + 30.0 * t) as u8,
+                (215.0 + 20.0 * t) as u8,
+            ];
             for px in row {
                 px.0 = c;
             }
@@ -59,7 +68,8 @@ impl Rasterizer {
         };
         let buf = img.as_mut();
         for mesh in meshes.meshes.iter() {
-            let m: Isometry3<f32> = (view * to_iso(world.world.bodies[mesh.body].position())).cast();
+            let m: Isometry3<f32> =
+                (view * to_iso(world.world.bodies[mesh.body].position())).cast();
             self.cam_verts.clear();
             for v in &mesh.vertices {
                 let p = m * Point3::new(v[0], v[1], v[2]);
@@ -159,7 +169,11 @@ fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }
 fn cross(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
-    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
 }
 fn dot(a: [f32; 3], b: [f32; 3]) -> f32 {
     a[0] * b[0] + a[1] * b[1] + a[2] * b[2]

@@ -60,7 +60,9 @@ impl Chain {
                 .joints
                 .iter()
                 .find(|j| j.child.link == link)
-                .ok_or_else(|| format!("no joint leads to link `{link}` on the way from `{ee}` to `{base}`"))?;
+                .ok_or_else(|| {
+                    format!("no joint leads to link `{link}` on the way from `{ee}` to `{base}`")
+                })?;
             path.push(j);
             link = j.parent.link.clone();
             if path.len() > robot.joints.len() {
@@ -90,19 +92,35 @@ impl Chain {
                         revolute: !matches!(j.joint_type, urdf_rs::JointType::Prismatic),
                         lower: if continuous { -1e9 } else { j.limit.lower },
                         upper: if continuous { 1e9 } else { j.limit.upper },
-                        velocity: if j.limit.velocity > 0.0 { j.limit.velocity } else { 2.0 },
-                        effort: if j.limit.effort > 0.0 { j.limit.effort } else { 50.0 },
+                        velocity: if j.limit.velocity > 0.0 {
+                            j.limit.velocity
+                        } else {
+                            2.0
+                        },
+                        effort: if j.limit.effort > 0.0 {
+                            j.limit.effort
+                        } else {
+                            50.0
+                        },
                         damping: j.dynamics.as_ref().map_or(0.0, |d| d.damping),
                     });
                     pending = Isometry3::identity();
                 }
-                _ => return Err(format!("joint `{}`: only fixed, revolute and prismatic joints are supported in the arm chain", j.name)),
+                _ => {
+                    return Err(format!(
+                        "joint `{}`: only fixed, revolute and prismatic joints are supported in the arm chain",
+                        j.name
+                    ));
+                }
             }
         }
         if joints.is_empty() {
             return Err(format!("no movable joint between `{base}` and `{ee}`"));
         }
-        Ok(Chain { joints, tip: pending })
+        Ok(Chain {
+            joints,
+            tip: pending,
+        })
     }
 
     /// Number of movable joints.
@@ -184,7 +202,8 @@ impl Chain {
             if err_norm < 1e-6 {
                 break;
             }
-            let jjt: Matrix6<f64> = &jac * jac.transpose() + Matrix6::identity() * (lambda * lambda);
+            let jjt: Matrix6<f64> =
+                &jac * jac.transpose() + Matrix6::identity() * (lambda * lambda);
             let Some(inv) = jjt.try_inverse() else { break };
             let dq = jac.transpose() * (inv * e);
             for (i, j) in self.joints.iter().enumerate() {

@@ -82,27 +82,42 @@ impl RobotModel {
 
     /// Loads `robot.toml` (or a directory holding one) and its URDF.
     pub fn load(path: &Path) -> Result<RobotModel> {
-        let toml_path: PathBuf = if path.is_dir() { path.join("robot.toml") } else { path.to_path_buf() };
+        let toml_path: PathBuf = if path.is_dir() {
+            path.join("robot.toml")
+        } else {
+            path.to_path_buf()
+        };
         let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|source| SimError::Io { path: p.to_path_buf(), source })
+            std::fs::read_to_string(p).map_err(|source| SimError::Io {
+                path: p.to_path_buf(),
+                source,
+            })
         };
         let text = read(&toml_path)?;
         let file = toml_path.display().to_string();
         let spec: RobotSpec =
             toml::from_str(&text).map_err(|e| SimError::from_toml(&file, &text, &e))?;
-        let urdf_path = toml_path.parent().unwrap_or(Path::new(".")).join(&spec.urdf);
+        let urdf_path = toml_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(&spec.urdf);
         let urdf_text = read(&urdf_path)?;
         RobotModel::from_parts(spec, &urdf_text, &urdf_path.display().to_string())
     }
 
     /// Builds a model from a spec and URDF text.
     pub fn from_parts(spec: RobotSpec, urdf_text: &str, urdf_file: &str) -> Result<RobotModel> {
-        let urdf = rapier3d_urdf::urdf_rs::read_from_string(urdf_text).map_err(|e| SimError::Urdf {
-            file: urdf_file.to_string(),
-            message: e.to_string(),
+        let urdf =
+            rapier3d_urdf::urdf_rs::read_from_string(urdf_text).map_err(|e| SimError::Urdf {
+                file: urdf_file.to_string(),
+                message: e.to_string(),
+            })?;
+        let chain = Chain::from_urdf(&urdf, &spec.base_link, &spec.ee_link).map_err(|message| {
+            SimError::Urdf {
+                file: urdf_file.to_string(),
+                message,
+            }
         })?;
-        let chain = Chain::from_urdf(&urdf, &spec.base_link, &spec.ee_link)
-            .map_err(|message| SimError::Urdf { file: urdf_file.to_string(), message })?;
         if spec.home.len() != chain.dof() {
             return Err(SimError::Urdf {
                 file: urdf_file.to_string(),
@@ -118,16 +133,23 @@ impl RobotModel {
         if spec.finger_joints.len() != 2 {
             return Err(SimError::Urdf {
                 file: urdf_file.to_string(),
-                message: format!("expected exactly 2 finger_joints, found {}", spec.finger_joints.len()),
+                message: format!(
+                    "expected exactly 2 finger_joints, found {}",
+                    spec.finger_joints.len()
+                ),
             });
         }
         let mut finger_upper = f64::INFINITY;
         let mut finger_effort = f64::INFINITY;
         for name in &spec.finger_joints {
-            let j = urdf.joints.iter().find(|j| &j.name == name).ok_or_else(|| SimError::Urdf {
-                file: urdf_file.to_string(),
-                message: format!("finger joint `{name}` not found in the URDF"),
-            })?;
+            let j = urdf
+                .joints
+                .iter()
+                .find(|j| &j.name == name)
+                .ok_or_else(|| SimError::Urdf {
+                    file: urdf_file.to_string(),
+                    message: format!("finger joint `{name}` not found in the URDF"),
+                })?;
             if !matches!(j.joint_type, rapier3d_urdf::urdf_rs::JointType::Prismatic) {
                 return Err(SimError::Urdf {
                     file: urdf_file.to_string(),

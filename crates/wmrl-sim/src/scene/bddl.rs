@@ -44,7 +44,12 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, line: usize, message: impl Into<String>) -> SimError {
-        SimError::Parse { file: self.file.to_string(), line, column: 0, message: message.into() }
+        SimError::Parse {
+            file: self.file.to_string(),
+            line,
+            column: 0,
+            message: message.into(),
+        }
     }
 
     fn skip_ws(&mut self) {
@@ -110,11 +115,18 @@ impl Parser<'_> {
 
 /// Parses a LIBERO BDDL problem into a [`Scene`]; `name` becomes the scene name.
 pub fn parse_bddl(text: &str, file: &str, name: &str) -> Result<Scene> {
-    let mut p = Parser { file, chars: text.chars().peekable(), line: 1 };
+    let mut p = Parser {
+        file,
+        chars: text.chars().peekable(),
+        line: 1,
+    };
     let root = p.parse()?;
     p.skip_ws();
     if p.chars.peek().is_some() {
-        return Err(p.err(p.line, "trailing text after the `(define ...)` form, expected end of file"));
+        return Err(p.err(
+            p.line,
+            "trailing text after the `(define ...)` form, expected end of file",
+        ));
     }
     let items = root
         .list()
@@ -189,14 +201,18 @@ fn typed_names(p: &Parser, atoms: &[Sexp]) -> Result<Vec<Entity>> {
             .atom()
             .ok_or_else(|| p.err(atoms[i].line(), "expected `name - type` entries"))?;
         if a == "-" {
-            let kind = atoms.get(i + 1).and_then(Sexp::atom).ok_or_else(|| {
-                p.err(atoms[i].line(), "expected a type name after `-`")
-            })?;
+            let kind = atoms
+                .get(i + 1)
+                .and_then(Sexp::atom)
+                .ok_or_else(|| p.err(atoms[i].line(), "expected a type name after `-`"))?;
             if pending.is_empty() {
                 return Err(p.err(atoms[i].line(), "expected a name before `- type`"));
             }
             for name in pending.drain(..) {
-                out.push(Entity { name, kind: kind.to_string() });
+                out.push(Entity {
+                    name,
+                    kind: kind.to_string(),
+                });
             }
             i += 2;
         } else {
@@ -218,26 +234,38 @@ fn numbers(p: &Parser, e: &Sexp, n: usize) -> Result<Vec<f64>> {
         .list()
         .ok_or_else(|| p.err(e.line(), format!("expected a list of {n} numbers")))?;
     if list.len() != n {
-        return Err(p.err(e.line(), format!("expected {n} numbers, found {}", list.len())));
+        return Err(p.err(
+            e.line(),
+            format!("expected {n} numbers, found {}", list.len()),
+        ));
     }
     list.iter()
         .map(|x| {
             x.atom().and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| {
-                p.err(x.line(), format!("expected a number, found `{}`", x.atom().unwrap_or("(...)")))
+                p.err(
+                    x.line(),
+                    format!("expected a number, found `{}`", x.atom().unwrap_or("(...)")),
+                )
             })
         })
         .collect()
 }
 
 fn region(p: &Parser, e: &Sexp) -> Result<Region> {
-    let list = e.list().filter(|l| !l.is_empty()).ok_or_else(|| {
-        p.err(e.line(), "expected `(region_name (:target T) ...)`")
-    })?;
+    let list = e
+        .list()
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| p.err(e.line(), "expected `(region_name (:target T) ...)`"))?;
     let name = list[0]
         .atom()
         .ok_or_else(|| p.err(e.line(), "expected a region name"))?
         .to_string();
-    let mut region = Region { name, target: String::new(), ranges: Vec::new(), yaw: None };
+    let mut region = Region {
+        name,
+        target: String::new(),
+        ranges: Vec::new(),
+        yaw: None,
+    };
     for field in &list[1..] {
         let fl = field.list().unwrap_or_default();
         match field.head().unwrap_or("") {
@@ -250,7 +278,10 @@ fn region(p: &Parser, e: &Sexp) -> Result<Region> {
             }
             ":ranges" => {
                 let inner = fl.get(1).and_then(Sexp::list).ok_or_else(|| {
-                    p.err(field.line(), "expected `(:ranges ((x_min y_min x_max y_max) ...))`")
+                    p.err(
+                        field.line(),
+                        "expected `(:ranges ((x_min y_min x_max y_max) ...))`",
+                    )
                 })?;
                 for r in inner {
                     let v = numbers(p, r, 4)?;
@@ -258,9 +289,10 @@ fn region(p: &Parser, e: &Sexp) -> Result<Region> {
                 }
             }
             ":yaw_rotation" => {
-                let inner = fl.get(1).and_then(Sexp::list).ok_or_else(|| {
-                    p.err(field.line(), "expected `(:yaw_rotation ((min max)))`")
-                })?;
+                let inner = fl
+                    .get(1)
+                    .and_then(Sexp::list)
+                    .ok_or_else(|| p.err(field.line(), "expected `(:yaw_rotation ((min max)))`"))?;
                 if let Some(r) = inner.first() {
                     let v = numbers(p, r, 2)?;
                     region.yaw = Some([v[0], v[1]]);
@@ -271,7 +303,10 @@ fn region(p: &Parser, e: &Sexp) -> Result<Region> {
         }
     }
     if region.target.is_empty() {
-        return Err(p.err(e.line(), format!("region `{}` has no `(:target NAME)`", region.name)));
+        return Err(p.err(
+            e.line(),
+            format!("region `{}` has no `(:target NAME)`", region.name),
+        ));
     }
     Ok(region)
 }

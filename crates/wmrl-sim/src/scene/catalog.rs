@@ -167,7 +167,9 @@ impl ObjectType {
     /// All parts, root body and links (links at q = 0), in the root frame.
     fn all_parts(&self) -> impl Iterator<Item = ([f64; 3], &Part)> {
         self.parts.iter().map(|p| ([0.0; 3], p)).chain(
-            self.links.iter().flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))),
+            self.links
+                .iter()
+                .flat_map(|l| l.parts.iter().map(move |p| (l.origin, p))),
         )
     }
 
@@ -237,7 +239,9 @@ impl Catalog {
     pub fn from_toml(text: &str, file: &str) -> Result<Catalog> {
         let parsed: CatalogFile =
             toml::from_str(text).map_err(|e| SimError::from_toml(file, text, &e))?;
-        let mut catalog = Catalog { types: BTreeMap::new() };
+        let mut catalog = Catalog {
+            types: BTreeMap::new(),
+        };
         catalog.extend(parsed.types);
         Ok(catalog)
     }

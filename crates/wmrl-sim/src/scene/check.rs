@@ -42,7 +42,10 @@ pub struct SceneReport {
 /// Parses `path` and builds its report; `Err` only when the file does not parse.
 pub fn check_file(path: &Path) -> Result<SceneReport> {
     let scene = Scene::load(path)?;
-    let format = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("bddl")) {
+    let format = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("bddl"))
+    {
         "bddl"
     } else {
         "toml"
@@ -78,7 +81,11 @@ fn report(scene: &Scene, file: &str, format: &str) -> SceneReport {
             warnings.push(format!("predicate `{name}` is parsed but not evaluated"));
         }
     }
-    let named = |v: &[super::Entity]| v.iter().map(|e| format!("{}: {}", e.name, e.kind)).collect();
+    let named = |v: &[super::Entity]| {
+        v.iter()
+            .map(|e| format!("{}: {}", e.name, e.kind))
+            .collect()
+    };
     SceneReport {
         file: file.to_string(),
         format: format.to_string(),
@@ -99,7 +106,12 @@ fn report(scene: &Scene, file: &str, format: &str) -> SceneReport {
 impl std::fmt::Display for SceneReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "{} ({}): {}", self.file, self.format, self.name)?;
-        writeln!(f, "  problem:  {} (layout {})", self.problem, self.layout.as_deref().unwrap_or("unknown"))?;
+        writeln!(
+            f,
+            "  problem:  {} (layout {})",
+            self.problem,
+            self.layout.as_deref().unwrap_or("unknown")
+        )?;
         writeln!(f, "  language: {}", self.language)?;
         writeln!(f, "  fixtures: {}", self.fixtures.join(", "))?;
         writeln!(f, "  objects:  {}", self.objects.join(", "))?;

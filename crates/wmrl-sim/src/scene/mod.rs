@@ -90,8 +90,7 @@ impl Region {
 impl Scene {
     /// Parses the project's TOML scene format; errors carry `file`, line and column.
     pub fn from_toml(text: &str, file: &str) -> Result<Scene> {
-        let scene: Scene =
-            toml::from_str(text).map_err(|e| SimError::from_toml(file, text, &e))?;
+        let scene: Scene = toml::from_str(text).map_err(|e| SimError::from_toml(file, text, &e))?;
         scene.validate(file)?;
         Ok(scene)
     }
@@ -103,7 +102,9 @@ impl Scene {
             source,
         })?;
         let file = path.display().to_string();
-        let is_bddl = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("bddl"))
+        let is_bddl = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("bddl"))
             || text.trim_start().starts_with("(define");
         if is_bddl {
             let stem = path

@@ -48,7 +48,11 @@ impl Predicate {
                 want(2)?;
                 let mut it = args.into_iter();
                 let (a, b) = (it.next().unwrap_or_default(), it.next().unwrap_or_default());
-                if lower == "on" { Predicate::On(a, b) } else { Predicate::In(a, b) }
+                if lower == "on" {
+                    Predicate::On(a, b)
+                } else {
+                    Predicate::In(a, b)
+                }
             }
             "open" | "close" | "turnon" | "turnoff" => {
                 want(1)?;
@@ -60,7 +64,10 @@ impl Predicate {
                     _ => Predicate::TurnOff(x),
                 }
             }
-            _ => Predicate::Other { name: name.to_string(), args },
+            _ => Predicate::Other {
+                name: name.to_string(),
+                args,
+            },
         })
     }
 

@@ -21,7 +21,7 @@ use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::binning::ActionBinning;
-use crate::demos::format::{Episode, EXTENSION, read_episode};
+use crate::demos::format::{EXTENSION, Episode, read_episode};
 use crate::demos::manifest::{MANIFEST_FILE, Manifest};
 use crate::inference::images_to_tensor;
 use crate::model::resize_images;
@@ -96,8 +96,15 @@ impl Split {
     /// The rows `index` (`i64 [B]`, CPU) of every tensor, moved to `device`:
     /// `(agent, wrist, proprio, tokens, mask, task)`.
     pub fn batch(&self, index: &Tensor, device: Device) -> [Tensor; 6] {
-        [&self.agent_view, &self.wrist_view, &self.proprio, &self.tokens, &self.mask, &self.task]
-            .map(|t| t.index_select(0, index).to_device(device))
+        [
+            &self.agent_view,
+            &self.wrist_view,
+            &self.proprio,
+            &self.tokens,
+            &self.mask,
+            &self.task,
+        ]
+        .map(|t| t.index_select(0, index).to_device(device))
     }
 }
 
@@ -123,9 +130,17 @@ pub fn episode_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(folder) = pending.pop() {
-        let entries = std::fs::read_dir(&folder).map_err(|source| Error::Io { path: folder.clone(), source })?;
+        let entries = std::fs::read_dir(&folder).map_err(|source| Error::Io {
+            path: folder.clone(),
+            source,
+        })?;
         for entry in entries {
-            let path = entry.map_err(|source| Error::Io { path: folder.clone(), source })?.path();
+            let path = entry
+                .map_err(|source| Error::Io {
+                    path: folder.clone(),
+                    source,
+                })?
+                .path();
             if path.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|e| e == EXTENSION) {
@@ -141,7 +156,9 @@ pub fn episode_files(dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn read_all(dir: &Path) -> Result<Vec<Episode>> {
     let files = episode_files(dir)?;
     if files.is_empty() {
-        return Err(Error::EmptyDataset { dir: dir.to_path_buf() });
+        return Err(Error::EmptyDataset {
+            dir: dir.to_path_buf(),
+        });
     }
     files.par_iter().map(|path| read_episode(path)).collect()
 }
@@ -152,7 +169,10 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
     let frames = |images: &[image::RgbImage]| -> Result<Tensor> {
         let refs: Vec<&image::RgbImage> = images[..steps as usize].iter().collect();
         let x = images_to_tensor(&refs, Device::Cpu)?.to_kind(Kind::Float);
-        Ok(resize_images(&x, options.image_size).round().clamp(0.0, 255.0).to_kind(Kind::Uint8))
+        Ok(resize_images(&x, options.image_size)
+            .round()
+            .clamp(0.0, 255.0)
+            .to_kind(Kind::Uint8))
     };
     let (c, d) = (options.chunk_len, options.action_dim as i64);
     let mut tokens = Vec::with_capacity((steps * c * d) as usize);
@@ -160,7 +180,8 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
     for t in 0..steps {
         for k in 0..c {
             let step = (t + k).min(steps - 1) as usize;
-            let action = &episode.labels[step * episode.action_dim..(step + 1) * episode.action_dim];
+            let action =
+                &episode.labels[step * episode.action_dim..(step + 1) * episode.action_dim];
             tokens.extend(options.binning.encode_all(action));
             mask.push(if t + k < steps { 1.0f32 } else { 0.0 });
         }
@@ -176,10 +197,31 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
 }
 
 fn build_split(episodes: &[(&Episode, i64)], options: &DatasetOptions) -> Result<Split> {
-    let parts: Vec<[Tensor; 5]> = episodes.iter().map(|(e, _)| episode_tensors(e, options)).collect::<Result<_>>()?;
-    let cat = |i: usize| Tensor::cat(&parts.iter().map(|p| p[i].shallow_clone()).collect::<Vec<_>>(), 0);
-    let task: Vec<i64> = episodes.iter().flat_map(|(e, t)| std::iter::repeat_n(*t, e.steps())).collect();
-    Ok(Split { agent_view: cat(0), wrist_view: cat(1), proprio: cat(2), tokens: cat(3), mask: cat(4), task: Tensor::from_slice(&task) })
+    let parts: Vec<[Tensor; 5]> = episodes
+        .iter()
+        .map(|(e, _)| episode_tensors(e, options))
+        .collect::<Result<_>>()?;
+    let cat = |i: usize| {
+        Tensor::cat(
+            &parts
+                .iter()
+                .map(|p| p[i].shallow_clone())
+                .collect::<Vec<_>>(),
+            0,
+        )
+    };
+    let task: Vec<i64> = episodes
+        .iter()
+        .flat_map(|(e, t)| std::iter::repeat_n(*t, e.steps()))
+        .collect();
+    Ok(Split {
+        agent_view: cat(0),
+        wrist_view: cat(1),
+        proprio: cat(2),
+        tokens: cat(3),
+        mask: cat(4),
+        task: Tensor::from_slice(&task),
+    })
 }
 
 impl DemoDataset {
@@ -192,16 +234,34 @@ impl DemoDataset {
     }
 
     /// Builds the dataset from episodes already in memory.
-    pub fn from_episodes(dir: &Path, episodes: &[Episode], manifest: Option<&Manifest>, options: &DatasetOptions) -> Result<Self> {
+    pub fn from_episodes(
+        dir: &Path,
+        episodes: &[Episode],
+        manifest: Option<&Manifest>,
+        options: &DatasetOptions,
+    ) -> Result<Self> {
         if episodes.is_empty() {
-            return Err(Error::EmptyDataset { dir: dir.to_path_buf() });
+            return Err(Error::EmptyDataset {
+                dir: dir.to_path_buf(),
+            });
         }
         for e in episodes {
             if e.action_dim != options.action_dim || e.proprio_dim != options.proprio_dim {
                 return Err(Error::mismatch(
-                    format!("episode of task {} state {} in {}", e.meta.task_index, e.meta.state_index, dir.display()),
-                    format!("action_dim {} and proprio_dim {} (the model's)", options.action_dim, options.proprio_dim),
-                    format!("action_dim {} and proprio_dim {}", e.action_dim, e.proprio_dim),
+                    format!(
+                        "episode of task {} state {} in {}",
+                        e.meta.task_index,
+                        e.meta.state_index,
+                        dir.display()
+                    ),
+                    format!(
+                        "action_dim {} and proprio_dim {} (the model's)",
+                        options.action_dim, options.proprio_dim
+                    ),
+                    format!(
+                        "action_dim {} and proprio_dim {}",
+                        e.action_dim, e.proprio_dim
+                    ),
                 ));
             }
         }
@@ -239,8 +299,15 @@ impl DemoDataset {
         let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
         let (mut train, mut val) = (Vec::new(), Vec::new());
         for (position, task) in tasks.iter_mut().enumerate() {
-            let mine: Vec<&Episode> = episodes.iter().filter(|e| e.meta.task_index == task.task_index).collect();
-            let mut wins: Vec<&Episode> = mine.iter().copied().filter(|e| e.meta.success && e.steps() > 0).collect();
+            let mine: Vec<&Episode> = episodes
+                .iter()
+                .filter(|e| e.meta.task_index == task.task_index)
+                .collect();
+            let mut wins: Vec<&Episode> = mine
+                .iter()
+                .copied()
+                .filter(|e| e.meta.success && e.steps() > 0)
+                .collect();
             task.episodes = mine.len();
             task.successes = wins.len();
             if wins.is_empty() {
@@ -253,7 +320,8 @@ impl DemoDataset {
             }
             wins.shuffle(&mut rng);
             let held = if options.val_fraction > 0.0 && wins.len() >= 2 {
-                ((wins.len() as f64 * options.val_fraction).round() as usize).clamp(1, wins.len() - 1)
+                ((wins.len() as f64 * options.val_fraction).round() as usize)
+                    .clamp(1, wins.len() - 1)
             } else {
                 0
             };
@@ -263,7 +331,11 @@ impl DemoDataset {
             train.extend(wins[held..].iter().map(|e| (*e, position as i64)));
         }
         let train = build_split(&train, options)?;
-        let val = if val.is_empty() { None } else { Some(build_split(&val, options)?) };
+        let val = if val.is_empty() {
+            None
+        } else {
+            Some(build_split(&val, options)?)
+        };
         let mean = train.proprio.mean_dim(0, false, Kind::Float);
         let std = train.proprio.std_dim(0, false, false);
         Ok(Self {

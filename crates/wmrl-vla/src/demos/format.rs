@@ -131,26 +131,54 @@ impl Episode {
     /// Checks that every array has the length `steps` implies.
     pub fn validate(&self) -> Result<()> {
         let steps = self.steps();
-        if self.action_dim == 0 || self.proprio_dim == 0 || self.actions.len() != steps * self.action_dim {
-            return Err(Error::mismatch("episode actions", "a whole number of non-empty actions", self.actions.len()));
+        if self.action_dim == 0
+            || self.proprio_dim == 0
+            || self.actions.len() != steps * self.action_dim
+        {
+            return Err(Error::mismatch(
+                "episode actions",
+                "a whole number of non-empty actions",
+                self.actions.len(),
+            ));
         }
         if self.labels.len() != self.actions.len() {
-            return Err(Error::mismatch("episode labels", self.actions.len(), self.labels.len()));
+            return Err(Error::mismatch(
+                "episode labels",
+                self.actions.len(),
+                self.labels.len(),
+            ));
         }
         let frames = steps + 1;
         if self.agent_view.len() != frames || self.wrist_view.len() != frames {
             return Err(Error::mismatch(
                 "episode frames",
                 format!("{frames} per camera (steps + 1)"),
-                format!("{} agent-view, {} wrist", self.agent_view.len(), self.wrist_view.len()),
+                format!(
+                    "{} agent-view, {} wrist",
+                    self.agent_view.len(),
+                    self.wrist_view.len()
+                ),
             ));
         }
         if self.proprio.len() != frames * self.proprio_dim {
-            return Err(Error::mismatch("episode proprioception values", frames * self.proprio_dim, self.proprio.len()));
+            return Err(Error::mismatch(
+                "episode proprioception values",
+                frames * self.proprio_dim,
+                self.proprio.len(),
+            ));
         }
         let size = self.agent_view[0].dimensions();
-        if self.agent_view.iter().chain(&self.wrist_view).any(|f| f.dimensions() != size) {
-            return Err(Error::mismatch("episode frame sizes", format!("all {size:?}"), "frames of different sizes"));
+        if self
+            .agent_view
+            .iter()
+            .chain(&self.wrist_view)
+            .any(|f| f.dimensions() != size)
+        {
+            return Err(Error::mismatch(
+                "episode frame sizes",
+                format!("all {size:?}"),
+                "frames of different sizes",
+            ));
         }
         Ok(())
     }
@@ -164,9 +192,18 @@ fn frames_bytes(frames: &[RgbImage]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for frame in frames {
         let mut png = Vec::new();
-        PngEncoder::new_with_quality(Cursor::new(&mut png), CompressionType::Fast, FilterType::Adaptive)
-            .write_image(frame.as_raw(), frame.width(), frame.height(), image::ExtendedColorType::Rgb8)
-            .map_err(|e| Error::mismatch("PNG encoding of a frame", "an encodable RGB image", e))?;
+        PngEncoder::new_with_quality(
+            Cursor::new(&mut png),
+            CompressionType::Fast,
+            FilterType::Adaptive,
+        )
+        .write_image(
+            frame.as_raw(),
+            frame.width(),
+            frame.height(),
+            image::ExtendedColorType::Rgb8,
+        )
+        .map_err(|e| Error::mismatch("PNG encoding of a frame", "an encodable RGB image", e))?;
         out.extend_from_slice(&(png.len() as u32).to_le_bytes());
         out.extend_from_slice(&png);
     }
@@ -186,7 +223,11 @@ pub fn encode_episode(episode: &Episode) -> Result<Vec<u8>> {
     let sections = SECTIONS
         .iter()
         .zip(&payloads)
-        .map(|(name, bytes)| Section { name: name.to_string(), bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) })
+        .map(|(name, bytes)| Section {
+            name: name.to_string(),
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(bytes),
+        })
         .collect();
     let (w, h) = episode.agent_view[0].dimensions();
     let header = Header {
@@ -200,7 +241,8 @@ pub fn encode_episode(episode: &Episode) -> Result<Vec<u8>> {
         sections,
     };
     let header = serde_json::to_vec(&header).expect("the header serialises");
-    let mut out = Vec::with_capacity(20 + header.len() + payloads.iter().map(Vec::len).sum::<usize>());
+    let mut out =
+        Vec::with_capacity(20 + header.len() + payloads.iter().map(Vec::len).sum::<usize>());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
@@ -224,17 +266,28 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 
 /// Parses and checks the header of a file's bytes; returns it and where the sections start.
 pub fn decode_header(path: &Path, bytes: &[u8]) -> Result<(Header, usize)> {
-    let corrupt = |reason: String| Error::CorruptDemo { path: path.to_path_buf(), reason };
-    let truncated = |expected: u64| Error::TruncatedDemo { path: path.to_path_buf(), expected, found: bytes.len() as u64 };
+    let corrupt = |reason: String| Error::CorruptDemo {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let truncated = |expected: u64| Error::TruncatedDemo {
+        path: path.to_path_buf(),
+        expected,
+        found: bytes.len() as u64,
+    };
     if bytes.len() < 16 {
         return Err(truncated(16));
     }
     if &bytes[..8] != MAGIC {
-        return Err(corrupt("does not start with the magic bytes \"WMRLDEMO\"; not a demonstration file".into()));
+        return Err(corrupt(
+            "does not start with the magic bytes \"WMRLDEMO\"; not a demonstration file".into(),
+        ));
     }
     let version = u32_at(bytes, 8);
     if version != VERSION {
-        return Err(corrupt(format!("format version {version}, this build reads version {VERSION}")));
+        return Err(corrupt(format!(
+            "format version {version}, this build reads version {VERSION}"
+        )));
     }
     let header_len = u32_at(bytes, 12) as usize;
     let body = 20 + header_len;
@@ -242,24 +295,41 @@ pub fn decode_header(path: &Path, bytes: &[u8]) -> Result<(Header, usize)> {
         return Err(truncated(body as u64));
     }
     let header_bytes = &bytes[16..16 + header_len];
-    let (stored, computed) = (u32_at(bytes, 16 + header_len), crc32fast::hash(header_bytes));
+    let (stored, computed) = (
+        u32_at(bytes, 16 + header_len),
+        crc32fast::hash(header_bytes),
+    );
     if stored != computed {
-        return Err(Error::ChecksumMismatch { path: path.to_path_buf(), section: "header".into(), stored, computed });
+        return Err(Error::ChecksumMismatch {
+            path: path.to_path_buf(),
+            section: "header".into(),
+            stored,
+            computed,
+        });
     }
-    let header: Header = serde_json::from_slice(header_bytes).map_err(|e| corrupt(format!("header JSON: {e}")))?;
+    let header: Header =
+        serde_json::from_slice(header_bytes).map_err(|e| corrupt(format!("header JSON: {e}")))?;
     let names: Vec<&str> = header.sections.iter().map(|s| s.name.as_str()).collect();
     if names != SECTIONS {
-        return Err(corrupt(format!("sections {names:?}, expected {SECTIONS:?}")));
+        return Err(corrupt(format!(
+            "sections {names:?}, expected {SECTIONS:?}"
+        )));
     }
     if header.frame_encoding != "png" {
-        return Err(corrupt(format!("frame encoding `{}`, expected `png`", header.frame_encoding)));
+        return Err(corrupt(format!(
+            "frame encoding `{}`, expected `png`",
+            header.frame_encoding
+        )));
     }
     let expected = body as u64 + header.sections.iter().map(|s| s.bytes).sum::<u64>();
     if (bytes.len() as u64) < expected {
         return Err(truncated(expected));
     }
     if bytes.len() as u64 > expected {
-        return Err(corrupt(format!("{} bytes after the last section (expected length {expected})", bytes.len() as u64 - expected)));
+        return Err(corrupt(format!(
+            "{} bytes after the last section (expected length {expected})",
+            bytes.len() as u64 - expected
+        )));
     }
     Ok((header, body))
 }
@@ -268,22 +338,37 @@ fn read_f32s(path: &Path, name: &str, bytes: &[u8], expected: usize) -> Result<V
     if bytes.len() != expected * 4 {
         return Err(Error::CorruptDemo {
             path: path.to_path_buf(),
-            reason: format!("section `{name}` holds {} bytes, expected {} ({expected} f32 values)", bytes.len(), expected * 4),
+            reason: format!(
+                "section `{name}` holds {} bytes, expected {} ({expected} f32 values)",
+                bytes.len(),
+                expected * 4
+            ),
         });
     }
-    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect())
 }
 
 fn read_frames(path: &Path, name: &str, bytes: &[u8], header: &Header) -> Result<Vec<RgbImage>> {
-    let corrupt = |reason: String| Error::CorruptDemo { path: path.to_path_buf(), reason: format!("section `{name}`: {reason}") };
+    let corrupt = |reason: String| Error::CorruptDemo {
+        path: path.to_path_buf(),
+        reason: format!("section `{name}`: {reason}"),
+    };
     let mut frames = Vec::with_capacity(header.steps + 1);
     let mut at = 0;
     while at < bytes.len() {
         if at + 4 > bytes.len() {
-            return Err(corrupt(format!("frame {} length runs past the section end", frames.len())));
+            return Err(corrupt(format!(
+                "frame {} length runs past the section end",
+                frames.len()
+            )));
         }
         let len = u32_at(bytes, at) as usize;
-        let png = bytes.get(at + 4..at + 4 + len).ok_or_else(|| corrupt(format!("frame {} runs past the section end", frames.len())))?;
+        let png = bytes
+            .get(at + 4..at + 4 + len)
+            .ok_or_else(|| corrupt(format!("frame {} runs past the section end", frames.len())))?;
         let frame = image::load_from_memory_with_format(png, image::ImageFormat::Png)
             .map_err(|e| corrupt(format!("frame {}: {e}", frames.len())))?
             .to_rgb8();
@@ -300,7 +385,11 @@ fn read_frames(path: &Path, name: &str, bytes: &[u8], header: &Header) -> Result
         at += 4 + len;
     }
     if frames.len() != header.steps + 1 {
-        return Err(corrupt(format!("{} frames, expected {} (steps + 1)", frames.len(), header.steps + 1)));
+        return Err(corrupt(format!(
+            "{} frames, expected {} (steps + 1)",
+            frames.len(),
+            header.steps + 1
+        )));
     }
     Ok(frames)
 }
@@ -325,8 +414,18 @@ pub fn decode_episode(path: &Path, bytes: &[u8]) -> Result<Episode> {
     }
     let frames = header.steps + 1;
     Ok(Episode {
-        actions: read_f32s(path, "actions", payloads[0], header.steps * header.action_dim)?,
-        labels: read_f32s(path, "labels", payloads[1], header.steps * header.action_dim)?,
+        actions: read_f32s(
+            path,
+            "actions",
+            payloads[0],
+            header.steps * header.action_dim,
+        )?,
+        labels: read_f32s(
+            path,
+            "labels",
+            payloads[1],
+            header.steps * header.action_dim,
+        )?,
         proprio: read_f32s(path, "proprio", payloads[2], frames * header.proprio_dim)?,
         agent_view: read_frames(path, "agent_view", payloads[3], &header)?,
         wrist_view: read_frames(path, "wrist_view", payloads[4], &header)?,
@@ -338,6 +437,9 @@ pub fn decode_episode(path: &Path, bytes: &[u8]) -> Result<Episode> {
 
 /// Reads and checks a `.demo` file.
 pub fn read_episode(path: &Path) -> Result<Episode> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     decode_episode(path, &bytes)
 }

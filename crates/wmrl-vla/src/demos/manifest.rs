@@ -52,9 +52,17 @@ impl Manifest {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(Error::Io { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
-        let manifest: Self = serde_json::from_str(&text).map_err(|source| Error::Json { path: path.to_path_buf(), source })?;
+        let manifest: Self = serde_json::from_str(&text).map_err(|source| Error::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if manifest.format != FORMAT {
             return Err(Error::CorruptDemo {
                 path: path.to_path_buf(),

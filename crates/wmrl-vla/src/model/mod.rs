@@ -47,7 +47,12 @@ impl ResidualBlock {
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        x + self.norm.forward(x).apply(&self.fc1).gelu("none").apply(&self.fc2)
+        x + self
+            .norm
+            .forward(x)
+            .apply(&self.fc1)
+            .gelu("none")
+            .apply(&self.fc2)
     }
 }
 
@@ -80,32 +85,80 @@ impl VlaPolicy {
     pub fn new(config: ModelConfig, tokenizer: Tokenizer, device: Device) -> Result<Self> {
         config.validate()?;
         if tokenizer.len() < 2 {
-            return Err(Error::mismatch("tokenizer vocabulary", "at least <pad> and <unk>", tokenizer.len()));
+            return Err(Error::mismatch(
+                "tokenizer vocabulary",
+                "at least <pad> and <unk>",
+                tokenizer.len(),
+            ));
         }
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let c = &config;
         let agent = CameraEncoder::new(&(&root / "agent_view"), &c.vision, c.image_size);
         let wrist = CameraEncoder::new(&(&root / "wrist_view"), &c.vision, c.image_size);
-        let latent_proj = nn::linear(&root / "latent_proj", 2 * c.vision.embed_dim, c.latent_dim, Default::default());
-        let latent_norm = nn::layer_norm(&root / "latent_norm", vec![c.latent_dim], Default::default());
+        let latent_proj = nn::linear(
+            &root / "latent_proj",
+            2 * c.vision.embed_dim,
+            c.latent_dim,
+            Default::default(),
+        );
+        let latent_norm = nn::layer_norm(
+            &root / "latent_norm",
+            vec![c.latent_dim],
+            Default::default(),
+        );
         let text = TextEncoder::new(&(&root / "text"), &c.text, tokenizer.len() as i64);
         let proprio = &root / "proprio";
         let proprio_mean = proprio.zeros_no_train("mean", &[c.proprio_dim]);
         let proprio_std = proprio.ones_no_train("std", &[c.proprio_dim]);
-        let proprio_fc1 = nn::linear(&proprio / "fc1", c.proprio_dim, c.proprio_hidden, Default::default());
-        let proprio_fc2 = nn::linear(&proprio / "fc2", c.proprio_hidden, c.proprio_hidden, Default::default());
+        let proprio_fc1 = nn::linear(
+            &proprio / "fc1",
+            c.proprio_dim,
+            c.proprio_hidden,
+            Default::default(),
+        );
+        let proprio_fc2 = nn::linear(
+            &proprio / "fc2",
+            c.proprio_hidden,
+            c.proprio_hidden,
+            Default::default(),
+        );
         let trunk_p = &root / "trunk";
         let trunk_in_dim = c.latent_dim + c.proprio_hidden + c.text.dim;
-        let trunk_in = nn::linear(&trunk_p / "in", trunk_in_dim, c.trunk_hidden, Default::default());
-        let trunk = (0..c.trunk_layers).map(|i| ResidualBlock::new(&(&trunk_p / format!("block{i}")), c.trunk_hidden)).collect();
-        let trunk_norm = nn::layer_norm(&trunk_p / "norm", vec![c.trunk_hidden], Default::default());
+        let trunk_in = nn::linear(
+            &trunk_p / "in",
+            trunk_in_dim,
+            c.trunk_hidden,
+            Default::default(),
+        );
+        let trunk = (0..c.trunk_layers)
+            .map(|i| ResidualBlock::new(&(&trunk_p / format!("block{i}")), c.trunk_hidden))
+            .collect();
+        let trunk_norm =
+            nn::layer_norm(&trunk_p / "norm", vec![c.trunk_hidden], Default::default());
         let head = &root / "head";
         let slots = config.tokens_per_chunk();
-        let head_proj = nn::linear(&head / "proj", c.trunk_hidden, slots * c.head_token_dim, Default::default());
-        let head_slots = head.var("slots", &[slots, c.head_token_dim], nn::Init::Randn { mean: 0.0, stdev: 0.02 });
+        let head_proj = nn::linear(
+            &head / "proj",
+            c.trunk_hidden,
+            slots * c.head_token_dim,
+            Default::default(),
+        );
+        let head_slots = head.var(
+            "slots",
+            &[slots, c.head_token_dim],
+            nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.02,
+            },
+        );
         let head_norm = nn::layer_norm(&head / "norm", vec![c.head_token_dim], Default::default());
-        let head_out = nn::linear(&head / "out", c.head_token_dim, c.action.binning.bins, Default::default());
+        let head_out = nn::linear(
+            &head / "out",
+            c.head_token_dim,
+            c.action.binning.bins,
+            Default::default(),
+        );
         Ok(Self {
             config,
             tokenizer,
@@ -156,14 +209,22 @@ impl VlaPolicy {
 
     /// Number of trainable scalars.
     pub fn parameter_count(&self) -> i64 {
-        self.vs.trainable_variables().iter().map(Tensor::numel).sum::<usize>() as i64
+        self.vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::numel)
+            .sum::<usize>() as i64
     }
 
     /// Sets the proprioception normalisation `(p - mean) / std` (stored with the weights).
     pub fn set_proprio_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<()> {
         let dim = self.config.proprio_dim as usize;
         if mean.len() != dim || std.len() != dim {
-            return Err(Error::mismatch("proprio statistics length", dim, format!("{} / {}", mean.len(), std.len())));
+            return Err(Error::mismatch(
+                "proprio statistics length",
+                dim,
+                format!("{} / {}", mean.len(), std.len()),
+            ));
         }
         let std: Vec<f32> = std.iter().map(|s| s.max(1e-3)).collect();
         tch::no_grad(|| {
@@ -185,7 +246,9 @@ impl VlaPolicy {
             }
             ids.extend(encoded.ids);
         }
-        Tensor::from_slice(&ids).view([instructions.len() as i64, max_len as i64]).to_device(self.device())
+        Tensor::from_slice(&ids)
+            .view([instructions.len() as i64, max_len as i64])
+            .to_device(self.device())
     }
 
     /// Images with values in 0..=255 (`u8` or float, `[B, 3, H, W]`, any size) →
@@ -201,7 +264,10 @@ impl VlaPolicy {
     pub fn encode(&self, agent_view: &Tensor, wrist_view: &Tensor) -> Tensor {
         let a = self.agent.forward(&self.prepare_images(agent_view));
         let w = self.wrist.forward(&self.prepare_images(wrist_view));
-        Tensor::cat(&[a, w], 1).gelu("none").apply(&self.latent_proj).apply(&self.latent_norm)
+        Tensor::cat(&[a, w], 1)
+            .gelu("none")
+            .apply(&self.latent_proj)
+            .apply(&self.latent_norm)
     }
 
     /// Instruction encoder: token ids `[B, L]` → `[B, text.dim]`.
@@ -217,20 +283,35 @@ impl VlaPolicy {
             .apply(&self.proprio_fc1)
             .gelu("none")
             .apply(&self.proprio_fc2);
-        let mut h = Tensor::cat(&[latent.shallow_clone(), p, instruction.shallow_clone()], 1).apply(&self.trunk_in);
+        let mut h = Tensor::cat(&[latent.shallow_clone(), p, instruction.shallow_clone()], 1)
+            .apply(&self.trunk_in);
         for block in &self.trunk {
             h = block.forward(&h);
         }
         let h = self.trunk_norm.forward(&h).gelu("none");
         let b = h.size()[0];
-        let slots = (h.apply(&self.head_proj).view([b, c.tokens_per_chunk(), c.head_token_dim]) + &self.head_slots)
+        let slots = (h
+            .apply(&self.head_proj)
+            .view([b, c.tokens_per_chunk(), c.head_token_dim])
+            + &self.head_slots)
             .gelu("none")
             .apply(&self.head_norm);
-        slots.apply(&self.head_out).view([b, c.action.chunk_len, c.action.action_dim, c.action.binning.bins])
+        slots.apply(&self.head_out).view([
+            b,
+            c.action.chunk_len,
+            c.action.action_dim,
+            c.action.binning.bins,
+        ])
     }
 
     /// The whole forward pass: images, proprioception, token ids → logits.
-    pub fn logits(&self, agent_view: &Tensor, wrist_view: &Tensor, proprio: &Tensor, ids: &Tensor) -> Tensor {
+    pub fn logits(
+        &self,
+        agent_view: &Tensor,
+        wrist_view: &Tensor,
+        proprio: &Tensor,
+        ids: &Tensor,
+    ) -> Tensor {
         let latent = self.encode(agent_view, wrist_view);
         self.act(&latent, proprio, &self.encode_instructions(ids))
     }

@@ -37,11 +37,22 @@ impl EncoderLayer {
     fn forward(&self, x: &Tensor, attend: &Tensor) -> Tensor {
         let (b, l, d) = x.size3().expect("[B, L, D]");
         let head_dim = d / self.heads;
-        let qkv = self.norm1.forward(x).apply(&self.qkv).view([b, l, 3, self.heads, head_dim]).permute([2, 0, 3, 1, 4]);
+        let qkv = self
+            .norm1
+            .forward(x)
+            .apply(&self.qkv)
+            .view([b, l, 3, self.heads, head_dim])
+            .permute([2, 0, 3, 1, 4]);
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
-        let attended = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(attend), 0.0, false, None, false);
+        let attended =
+            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(attend), 0.0, false, None, false);
         let x = x + attended.transpose(1, 2).reshape([b, l, d]).apply(&self.out);
-        let mlp = self.norm2.forward(&x).apply(&self.fc1).gelu("none").apply(&self.fc2);
+        let mlp = self
+            .norm2
+            .forward(&x)
+            .apply(&self.fc1)
+            .gelu("none")
+            .apply(&self.fc2);
         x + mlp
     }
 }
@@ -58,11 +69,23 @@ pub struct TextEncoder {
 impl TextEncoder {
     /// Builds the encoder for a vocabulary of `vocab` tokens.
     pub fn new(p: &nn::Path, config: &TextConfig, vocab: i64) -> Self {
-        let embed_cfg = nn::EmbeddingConfig { padding_idx: PAD, ..Default::default() };
+        let embed_cfg = nn::EmbeddingConfig {
+            padding_idx: PAD,
+            ..Default::default()
+        };
         Self {
             embed: nn::embedding(p / "embed", vocab, config.dim, embed_cfg),
-            positions: p.var("positions", &[config.max_tokens, config.dim], nn::Init::Randn { mean: 0.0, stdev: 0.02 }),
-            layers: (0..config.layers).map(|i| EncoderLayer::new(&(p / format!("layer{i}")), config.dim, config.heads)).collect(),
+            positions: p.var(
+                "positions",
+                &[config.max_tokens, config.dim],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            ),
+            layers: (0..config.layers)
+                .map(|i| EncoderLayer::new(&(p / format!("layer{i}")), config.dim, config.heads))
+                .collect(),
             norm: nn::layer_norm(p / "norm", vec![config.dim], Default::default()),
         }
     }
@@ -78,6 +101,9 @@ impl TextEncoder {
         }
         let x = self.norm.forward(&x);
         let weights = real.to_kind(Kind::Float).unsqueeze(-1);
-        (x * &weights).sum_dim_intlist(1, false, Kind::Float) / weights.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)
+        (x * &weights).sum_dim_intlist(1, false, Kind::Float)
+            / weights
+                .sum_dim_intlist(1, false, Kind::Float)
+                .clamp_min(1.0)
     }
 }

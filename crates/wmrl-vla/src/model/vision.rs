@@ -24,10 +24,14 @@ pub struct CameraEncoder {
 
 /// Feature-map side after the conv stack for a square input of `size`.
 pub fn feature_map_side(config: &VisionConfig, size: i64) -> i64 {
-    config.strides.iter().enumerate().fold(size, |side, (i, &stride)| {
-        let (kernel, pad) = kernel_and_padding(i);
-        (side + 2 * pad - kernel) / stride + 1
-    })
+    config
+        .strides
+        .iter()
+        .enumerate()
+        .fold(size, |side, (i, &stride)| {
+            let (kernel, pad) = kernel_and_padding(i);
+            (side + 2 * pad - kernel) / stride + 1
+        })
 }
 
 fn kernel_and_padding(layer: usize) -> (i64, i64) {
@@ -35,7 +39,10 @@ fn kernel_and_padding(layer: usize) -> (i64, i64) {
 }
 
 fn groups_for(channels: i64) -> i64 {
-    [8, 4, 2].into_iter().find(|g| channels % g == 0).unwrap_or(1)
+    [8, 4, 2]
+        .into_iter()
+        .find(|g| channels % g == 0)
+        .unwrap_or(1)
 }
 
 impl CameraEncoder {
@@ -45,9 +52,18 @@ impl CameraEncoder {
         let mut in_channels = 3;
         for (i, (&out, &stride)) in config.channels.iter().zip(&config.strides).enumerate() {
             let (kernel, padding) = kernel_and_padding(i);
-            let conv_cfg = nn::ConvConfig { stride, padding, ..Default::default() };
+            let conv_cfg = nn::ConvConfig {
+                stride,
+                padding,
+                ..Default::default()
+            };
             let conv = nn::conv2d(p / format!("conv{i}"), in_channels, out, kernel, conv_cfg);
-            let norm = nn::group_norm(p / format!("norm{i}"), groups_for(out), out, Default::default());
+            let norm = nn::group_norm(
+                p / format!("norm{i}"),
+                groups_for(out),
+                out,
+                Default::default(),
+            );
             layers.push((conv, norm));
             in_channels = out;
         }
@@ -56,8 +72,18 @@ impl CameraEncoder {
         let coords = Tensor::linspace(-1.0, 1.0, side, (Kind::Float, device));
         let grid_x = coords.repeat([side]);
         let grid_y = coords.repeat_interleave_self_int(side, 0, None);
-        let proj = nn::linear(p / "proj", 3 * in_channels, config.embed_dim, Default::default());
-        Self { layers, proj, grid_x, grid_y }
+        let proj = nn::linear(
+            p / "proj",
+            3 * in_channels,
+            config.embed_dim,
+            Default::default(),
+        );
+        Self {
+            layers,
+            proj,
+            grid_x,
+            grid_y,
+        }
     }
 
     /// `[B, 3, S, S]` normalised images → `[B, embed_dim]`.

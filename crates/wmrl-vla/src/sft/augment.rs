@@ -35,7 +35,10 @@ mod tests {
         let shifted = random_shift(&images, 2, &mut rng);
         assert_eq!(shifted.size(), vec![2, 3, 8, 8]);
         // Every output pixel is some input pixel of the same image and channel.
-        let (lo, hi) = (images.get(1).get(2).min().double_value(&[]), images.get(1).get(2).max().double_value(&[]));
+        let (lo, hi) = (
+            images.get(1).get(2).min().double_value(&[]),
+            images.get(1).get(2).max().double_value(&[]),
+        );
         let out = shifted.get(1).get(2);
         assert!(out.min().double_value(&[]) >= lo && out.max().double_value(&[]) <= hi);
         assert!(random_shift(&images, 0, &mut rng).equal(&images));

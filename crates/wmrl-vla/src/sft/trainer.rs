@@ -81,8 +81,13 @@ pub fn dataset_options(config: &VlaConfig) -> DatasetOptions {
 
 /// Refuses a folder that already holds a run.
 fn check_out_dir(out_dir: &Path) -> Result<()> {
-    if [WEIGHTS_FILE, CONFIG_FILE, "metrics.jsonl"].iter().any(|f| out_dir.join(f).exists()) {
-        return Err(Error::WouldOverwrite { dir: out_dir.to_path_buf() });
+    if [WEIGHTS_FILE, CONFIG_FILE, "metrics.jsonl"]
+        .iter()
+        .any(|f| out_dir.join(f).exists())
+    {
+        return Err(Error::WouldOverwrite {
+            dir: out_dir.to_path_buf(),
+        });
     }
     Ok(())
 }
@@ -107,10 +112,20 @@ impl Curves {
             ],
             ..Default::default()
         };
-        plot("Behaviour cloning: token cross-entropy", "loss (nats)", &self.loss, &self.val_loss)
-            .write_png(&out_dir.join("loss.png"))?;
-        plot("Behaviour cloning: exact-token accuracy", "accuracy", &self.accuracy, &self.val_accuracy)
-            .write_png(&out_dir.join("accuracy.png"))?;
+        plot(
+            "Behaviour cloning: token cross-entropy",
+            "loss (nats)",
+            &self.loss,
+            &self.val_loss,
+        )
+        .write_png(&out_dir.join("loss.png"))?;
+        plot(
+            "Behaviour cloning: exact-token accuracy",
+            "accuracy",
+            &self.accuracy,
+            &self.val_accuracy,
+        )
+        .write_png(&out_dir.join("accuracy.png"))?;
         Ok(())
     }
 }
@@ -134,7 +149,13 @@ pub fn train(
     let parameters = policy.parameter_count();
     let train_frames = dataset.train.len();
     let val_frames = dataset.val.as_ref().map_or(0, |v| v.len());
-    tracing::info!(parameters, train_frames, val_frames, ?device, "starting behaviour cloning");
+    tracing::info!(
+        parameters,
+        train_frames,
+        val_frames,
+        ?device,
+        "starting behaviour cloning"
+    );
     wmrl_report::write_json_atomic(
         &out_dir.join("run.json"),
         &serde_json::json!({
@@ -150,12 +171,11 @@ pub fn train(
     let mut metrics = MetricsSink::append(&out_dir.join("metrics.jsonl"))?;
     let mut learner = Learner::new(policy, t.clone(), &instructions)?;
     let mut curves = Curves::default();
-    let (mut window, mut window_acc, mut first_loss, mut final_loss) = (Vec::new(), Vec::new(), None, f64::NAN);
+    let (mut window, mut window_acc, mut first_loss, mut final_loss) =
+        (Vec::new(), Vec::new(), None, f64::NAN);
     let mut last_val = None;
     let started = Instant::now();
-    let info = |step: u64, val: &Option<EvalStats>| {
-        serde_json::json!({ "step": step, "train": t, "demos": dataset.dir, "tasks": dataset.tasks, "val": val })
-    };
+    let info = |step: u64, val: &Option<EvalStats>| serde_json::json!({ "step": step, "train": t, "demos": dataset.dir, "tasks": dataset.tasks, "val": val });
     for step in 0..t.steps {
         let stats = learner.train_step(&dataset.train)?;
         progress(Progress::Step(&stats));
@@ -177,11 +197,20 @@ pub fn train(
             window.clear();
             window_acc.clear();
         }
-        if let Some(val) = dataset.val.as_ref().filter(|_| (step + 1) % t.eval_every == 0 || done) {
+        if let Some(val) = dataset
+            .val
+            .as_ref()
+            .filter(|_| (step + 1) % t.eval_every == 0 || done)
+        {
             let stats = learner.evaluate(val, MAX_VAL_FRAMES);
-            progress(Progress::Validation { step: step + 1, stats: &stats });
+            progress(Progress::Validation {
+                step: step + 1,
+                stats: &stats,
+            });
             curves.val_loss.push((step as f64 + 1.0, stats.loss));
-            curves.val_accuracy.push((step as f64 + 1.0, stats.accuracy));
+            curves
+                .val_accuracy
+                .push((step as f64 + 1.0, stats.accuracy));
             metrics.write(&serde_json::json!({
                 "step": step + 1, "val_loss": stats.loss, "val_accuracy": stats.accuracy,
                 "val_action_l1": stats.action_l1, "val_frames": stats.frames,

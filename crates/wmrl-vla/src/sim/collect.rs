@@ -47,7 +47,14 @@ pub struct CollectOptions {
 
 impl Default for CollectOptions {
     fn default() -> Self {
-        Self { tasks: (0..wmrl_sim::NUM_TASKS).collect(), per_task: 50, noise_std: 0.1, seed: 1, keep_failures: true, env: EnvConfig::default() }
+        Self {
+            tasks: (0..wmrl_sim::NUM_TASKS).collect(),
+            per_task: 50,
+            noise_std: 0.1,
+            seed: 1,
+            keep_failures: true,
+            env: EnvConfig::default(),
+        }
     }
 }
 
@@ -68,13 +75,23 @@ pub struct CollectSummary {
 
 /// Initial-state seed of block `block` (50 states each); never the evaluation seed.
 fn demo_init_seed(seed: u64, block: usize) -> u64 {
-    let s = wmrl_sim::INIT_SEED ^ 0xdead_beef_0000 ^ seed.wrapping_mul(1000).wrapping_add(block as u64 + 1);
+    let s = wmrl_sim::INIT_SEED
+        ^ 0xdead_beef_0000
+        ^ seed.wrapping_mul(1000).wrapping_add(block as u64 + 1);
     if s == wmrl_sim::INIT_SEED { s + 1 } else { s }
 }
 
 /// Runs one expert episode with noise injection.
-fn expert_episode(env: &mut SimEnv, task: usize, state: usize, noise_std: f32, seed: u64) -> Result<(Episode, Option<String>)> {
-    let sim_err = |e: wmrl_sim::SimError| Error::Executor { message: format!("task {task} state {state}: {e}") };
+fn expert_episode(
+    env: &mut SimEnv,
+    task: usize,
+    state: usize,
+    noise_std: f32,
+    seed: u64,
+) -> Result<(Episode, Option<String>)> {
+    let sim_err = |e: wmrl_sim::SimError| Error::Executor {
+        message: format!("task {task} state {state}: {e}"),
+    };
     let mut observation = env.reset(task, state).map_err(sim_err)?;
     let (task_name, instruction) = (env.task().name.clone(), env.task().instruction.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -129,15 +146,25 @@ fn expert_episode(env: &mut SimEnv, task: usize, state: usize, noise_std: f32, s
 /// Collects `per_task` expert episodes of each task into `out_dir`
 /// (`task{TT}/ep{KKKK}.demo` and `manifest.json`), in parallel.
 /// `progress(done, total)` is called after every episode.
-pub fn collect_demos(options: &CollectOptions, out_dir: &Path, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<CollectSummary> {
+pub fn collect_demos(
+    options: &CollectOptions,
+    out_dir: &Path,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<CollectSummary> {
     let _span = tracing::info_span!("collect_demos", out = %out_dir.display()).entered();
     if out_dir.join(MANIFEST_FILE).exists() {
-        return Err(Error::WouldOverwrite { dir: out_dir.to_path_buf() });
+        return Err(Error::WouldOverwrite {
+            dir: out_dir.to_path_buf(),
+        });
     }
     let all = suite_tasks();
     for &t in &options.tasks {
         if !all.iter().any(|(i, _)| *i == t) {
-            return Err(Error::mismatch("task index", format!("0..{}", all.len()), t));
+            return Err(Error::mismatch(
+                "task index",
+                format!("0..{}", all.len()),
+                t,
+            ));
         }
     }
     let started = Instant::now();

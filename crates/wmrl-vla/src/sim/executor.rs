@@ -34,7 +34,12 @@ pub struct SimExecutorOptions {
 
 impl Default for SimExecutorOptions {
     fn default() -> Self {
-        Self { env: EnvConfig::default(), execute_steps: None, temperature: 0.0, record_every: 0 }
+        Self {
+            env: EnvConfig::default(),
+            execute_steps: None,
+            temperature: 0.0,
+            record_every: 0,
+        }
     }
 }
 
@@ -46,7 +51,10 @@ pub struct SimExecutor {
 
 impl std::fmt::Debug for SimExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimExecutor").field("envs", &self.envs.len()).field("options", &self.options).finish()
+        f.debug_struct("SimExecutor")
+            .field("envs", &self.envs.len())
+            .field("options", &self.options)
+            .finish()
     }
 }
 
@@ -63,7 +71,12 @@ struct Running {
 impl SimExecutor {
     /// `envs` environments (at least 1).
     pub fn new(envs: usize, options: SimExecutorOptions) -> Self {
-        Self { envs: (0..envs.max(1)).map(|_| SimEnv::new(options.env.clone())).collect(), options }
+        Self {
+            envs: (0..envs.max(1))
+                .map(|_| SimEnv::new(options.env.clone()))
+                .collect(),
+            options,
+        }
     }
 
     /// Settings.
@@ -77,15 +90,25 @@ impl SimExecutor {
         wave: &[EpisodeRequest<'_, TaskPrompt>],
     ) -> Result<Vec<Execution<EpisodeRecord>>> {
         let record_every = self.options.record_every;
-        let execute = self.options.execute_steps.unwrap_or(policy.chunk_len()).clamp(1, policy.chunk_len());
+        let execute = self
+            .options
+            .execute_steps
+            .unwrap_or(policy.chunk_len())
+            .clamp(1, policy.chunk_len());
         let envs = &mut self.envs[..wave.len()];
         let mut running: Vec<std::result::Result<Running, String>> = envs
             .par_iter_mut()
             .zip(wave.par_iter())
             .map(|(env, request)| {
                 let p = request.prompt;
-                let observation = env.reset(p.task_index, p.state_index).map_err(|e| format!("reset failed: {e}"))?;
-                let mut record = EpisodeRecord { task_index: p.task_index, state_index: p.state_index, ..Default::default() };
+                let observation = env
+                    .reset(p.task_index, p.state_index)
+                    .map_err(|e| format!("reset failed: {e}"))?;
+                let mut record = EpisodeRecord {
+                    task_index: p.task_index,
+                    state_index: p.state_index,
+                    ..Default::default()
+                };
                 if record_every > 0 {
                     record.frames.push(observation.agent_view.clone());
                 }
@@ -121,43 +144,62 @@ impl SimExecutor {
                     instruction: &prompt.instruction,
                 })
                 .collect();
-            let mut rngs: Vec<ChaCha8Rng> = active.iter().map(|(_, run, _)| run.rng.clone()).collect();
+            let mut rngs: Vec<ChaCha8Rng> =
+                active.iter().map(|(_, run, _)| run.rng.clone()).collect();
             let chunks = policy.act(&inputs, self.options.temperature, &mut rngs)?;
             drop(inputs);
             if chunks.first().is_some_and(|c| c.action_dim != ACTION_DIM) {
-                return Err(Error::mismatch("policy action dimension", ACTION_DIM, chunks[0].action_dim));
+                return Err(Error::mismatch(
+                    "policy action dimension",
+                    ACTION_DIM,
+                    chunks[0].action_dim,
+                ));
             }
             for ((_, run, _), rng) in active.iter_mut().zip(rngs) {
                 run.rng = rng;
             }
-            active.par_iter_mut().zip(chunks.into_par_iter()).for_each(|((env, run, _), chunk)| {
-                for step in 0..execute {
-                    let action: Action = chunk.action(step).try_into().expect("checked action dimension");
-                    let outcome = env.step(&action);
-                    run.record.steps += 1;
-                    if record_every > 0 && run.record.steps % record_every == 0 {
-                        run.record.frames.push(outcome.observation.agent_view.clone());
+            active
+                .par_iter_mut()
+                .zip(chunks.into_par_iter())
+                .for_each(|((env, run, _), chunk)| {
+                    for step in 0..execute {
+                        let action: Action = chunk
+                            .action(step)
+                            .try_into()
+                            .expect("checked action dimension");
+                        let outcome = env.step(&action);
+                        run.record.steps += 1;
+                        if record_every > 0 && run.record.steps % record_every == 0 {
+                            run.record
+                                .frames
+                                .push(outcome.observation.agent_view.clone());
+                        }
+                        run.proprio = outcome.observation.proprio.to_vec();
+                        run.observation = outcome.observation;
+                        if outcome.done {
+                            run.done = true;
+                            run.record.success = outcome.success;
+                            run.error = outcome.execution_error.map(|e| e.to_string());
+                            break;
+                        }
                     }
-                    run.proprio = outcome.observation.proprio.to_vec();
-                    run.observation = outcome.observation;
-                    if outcome.done {
-                        run.done = true;
-                        run.record.success = outcome.success;
-                        run.error = outcome.execution_error.map(|e| e.to_string());
-                        break;
-                    }
-                }
-                run.record.chunks.push(chunk);
-            });
+                    run.record.chunks.push(chunk);
+                });
         }
         Ok(running
             .into_iter()
             .map(|run| match run {
                 Err(reason) => Execution::Failed { reason },
-                Ok(Running { error: Some(reason), .. }) => Execution::Failed { reason },
+                Ok(Running {
+                    error: Some(reason),
+                    ..
+                }) => Execution::Failed { reason },
                 Ok(run) => {
                     let reward = if run.record.success { 1.0 } else { 0.0 };
-                    Execution::Completed { rollout: run.record, reward }
+                    Execution::Completed {
+                        rollout: run.record,
+                        reward,
+                    }
                 }
             })
             .collect())

@@ -12,7 +12,10 @@ pub const SUITE: &str = "libero-long";
 
 /// `(task index, instruction)` of every LIBERO-Long task.
 pub fn suite_tasks() -> Vec<(usize, String)> {
-    wmrl_sim::libero_long_tasks().into_iter().map(|t| (t.index, t.instruction)).collect()
+    wmrl_sim::libero_long_tasks()
+        .into_iter()
+        .map(|t| (t.index, t.instruction))
+        .collect()
 }
 
 /// An adapter over `tasks` (all ten when empty) with the 50 fixed initial states.
@@ -30,5 +33,9 @@ pub fn libero_adapter(tasks: &[usize], seed: u64) -> crate::Result<crate::rollou
             })
             .collect::<crate::Result<Vec<_>>>()?
     };
-    Ok(crate::rollout::VlaAdapter { tasks: chosen, states: wmrl_sim::NUM_INIT_STATES, seed })
+    Ok(crate::rollout::VlaAdapter {
+        tasks: chosen,
+        states: wmrl_sim::NUM_INIT_STATES,
+        seed,
+    })
 }

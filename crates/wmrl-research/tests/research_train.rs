@@ -1,1 +1,0 @@
-../../../tests/research_train.rs

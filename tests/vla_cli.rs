@@ -1,0 +1,207 @@
+//! The `wmrl sft`, `wmrl demos` and `wmrl eval` commands end to end, and their
+//! bad-input behaviour (non-zero exit, the offending file named).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use wmrl_vla::demos::write_episode;
+use wmrl_vla::synthetic;
+
+fn wmrl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wmrl"))
+        .args(args)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .expect("wmrl runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn synthetic_demos(dir: &Path) {
+    for (i, episode) in synthetic::episodes(6, 3, 32, 4).iter().enumerate() {
+        write_episode(&dir.join(format!("{i:03}.demo")), episode).unwrap();
+    }
+}
+
+#[test]
+fn sft_writes_a_checkpoint_metrics_and_plots_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let (demos, out) = (dir.path().join("demos"), dir.path().join("run"));
+    synthetic_demos(&demos);
+    let args = [
+        "--device",
+        "cpu",
+        "--json",
+        "sft",
+        "--demos",
+        demos.to_str().unwrap(),
+        "--config",
+        "tiny",
+    ];
+    let run = wmrl(
+        &[
+            &args[..],
+            &[
+                "--set",
+                "train.steps=6",
+                "--set",
+                "train.eval_every=3",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(run.status.success(), "{}", text(&run));
+    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(summary["steps"], 6);
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "metrics.jsonl",
+        "loss.png",
+        "accuracy.png",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let before = std::fs::read(out.join("model.safetensors")).unwrap();
+    let again = wmrl(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("already holds a checkpoint"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(
+        std::fs::read(out.join("model.safetensors")).unwrap(),
+        before,
+        "the old checkpoint was touched"
+    );
+}
+
+#[test]
+fn corrupt_demonstration_is_named_and_stops_sft_and_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let demos = dir.path().join("demos");
+    synthetic_demos(&demos);
+    let victim = demos.join("004.demo");
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let out = dir.path().join("run");
+    let run = wmrl(&[
+        "--device",
+        "cpu",
+        "sft",
+        "--demos",
+        demos.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!run.status.success());
+    assert!(
+        text(&run).contains("004.demo") && text(&run).contains("truncated"),
+        "{}",
+        text(&run)
+    );
+    assert!(!out.join("model.safetensors").exists());
+    let check = wmrl(&["demos", "check", demos.to_str().unwrap()]);
+    assert!(!check.status.success());
+    assert!(
+        text(&check).contains("004.demo") && text(&check).contains("1 of 12"),
+        "{}",
+        text(&check)
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let run = wmrl(&[
+        "--device",
+        "cpu",
+        "sft",
+        "--demos",
+        empty.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!run.status.success());
+    assert!(text(&run).contains("no demonstrations"), "{}", text(&run));
+}
+
+#[test]
+fn eval_runs_a_checkpoint_in_the_simulator_and_writes_a_report_and_gif() {
+    let dir = tempfile::tempdir().unwrap();
+    let (demos, run_dir) = (dir.path().join("demos"), dir.path().join("run"));
+    synthetic_demos(&demos);
+    let sft = wmrl(&[
+        "--device",
+        "cpu",
+        "sft",
+        "--demos",
+        demos.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--set",
+        "train.steps=2",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert!(sft.status.success(), "{}", text(&sft));
+    // An untrained policy on two states of task 0 for 24 steps: it fails, and a GIF is written.
+    let eval = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "eval",
+        "--checkpoint",
+        run_dir.to_str().unwrap(),
+        "--suite",
+        "libero-long",
+        "--tasks",
+        "0",
+        "--states",
+        "2",
+        "--envs",
+        "2",
+        "--max-steps",
+        "24",
+        "--gifs",
+        "1",
+    ]);
+    assert!(eval.status.success(), "{}", text(&eval));
+    let json: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    let task = &json["report"]["tasks"][0];
+    assert_eq!(task["task_index"], 0);
+    assert_eq!(
+        task["episodes"].as_u64().unwrap() + task["execution_errors"].as_u64().unwrap(),
+        2
+    );
+    assert_eq!(
+        json["report"]["env_steps"].as_u64().unwrap(),
+        24 * task["episodes"].as_u64().unwrap()
+    );
+    assert!(run_dir.join("eval/eval.json").is_file());
+    let gif = run_dir.join("eval/failure_task0_state0.gif");
+    assert!(gif.is_file(), "{}", text(&eval));
+    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+    let bad = wmrl(&[
+        "eval",
+        "--checkpoint",
+        run_dir.to_str().unwrap(),
+        "--suite",
+        "libero-90",
+    ]);
+    assert!(
+        !bad.status.success() && text(&bad).contains("unknown suite"),
+        "{}",
+        text(&bad)
+    );
+}
