@@ -10,6 +10,7 @@ fn main() {
         .unwrap_or(3);
     let mut cfg = EnvConfig::default();
     cfg.camera.enabled = std::env::var("CAM").is_ok();
+    cfg.world = physics::WorldParams::from_env();
     cfg.camera.width = 320;
     cfg.camera.height = 320;
     let mut env = SimEnv::new(cfg);

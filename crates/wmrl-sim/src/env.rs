@@ -222,15 +222,15 @@ impl SimEnv {
                 world.step();
             }
             self.error = check_stability(world);
-            if self.error.is_none() {
+            if let Some(error) = &self.error {
+                tracing::warn!(%error, "execution error");
+            } else {
                 let scene = &self.tasks[self.current]
                     .as_ref()
                     .expect("task built")
                     .spec
                     .scene;
                 self.success = goal_reached(scene, world);
-            } else {
-                tracing::warn!(error = %self.error.as_ref().expect("set"), "execution error");
             }
         }
         self.steps += 1;

@@ -26,6 +26,8 @@ pub struct Expert {
     yaw: Option<f64>,
     /// Extra memory of the current skill (e.g. the start angle of a knob).
     memo: f64,
+    /// Grasp point frozen when the fingers start closing (targets stop following the object).
+    anchor: Option<Vector3<f64>>,
 }
 
 impl Expert {
@@ -43,6 +45,7 @@ impl Expert {
             timer: 0,
             yaw: None,
             memo: 0.0,
+            anchor: None,
         }
     }
 
@@ -73,6 +76,7 @@ impl Expert {
                     self.timer = 0;
                     self.yaw = None;
                     self.memo = 0.0;
+                    self.anchor = None;
                 }
             }
         }

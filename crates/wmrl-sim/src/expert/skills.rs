@@ -270,6 +270,16 @@ fn pick_place(
             (Vector3::new(o.x, o.y, o.z + height), *height, Some(d))
         }
     };
+    // Once the fingers close, targets stop following the object (it moves with the hand).
+    let closing = if side.is_some() { 3 } else { 2 };
+    if ex.phase < closing {
+        ex.anchor = None;
+    }
+    let grasp_pos = if ex.phase >= closing {
+        *ex.anchor.get_or_insert(grasp_pos)
+    } else {
+        grasp_pos
+    };
     let grasp_rot = match side {
         Some(d) => forward_orientation(d),
         None => down_orientation(ex.yaw.unwrap_or(0.0)),
@@ -330,17 +340,27 @@ fn pick_place(
             ex.phase = 0;
             ex.timer = 0;
             ex.yaw = None;
+            ex.anchor = None;
         }
     }
     Some(match (side, ex.phase) {
         // Top and rim grasps.
         (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0)
-            .tol(0.015)
-            .timeout(80),
-        (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0)
-            .speed(0.5)
-            .tol(0.006)
-            .timeout(40),
+            .tol(0.005)
+            .timeout(100),
+        (None, 1) => {
+            // Descend only while centred over the grasp point.
+            let off = (grasp_pos.xy() - tcp.xy()).norm();
+            let z = if off > 0.004 {
+                tcp.z.max(grasp_pos.z)
+            } else {
+                grasp_pos.z
+            };
+            Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, z), grasp_rot, -1.0)
+                .speed(0.3)
+                .tol(0.005)
+                .timeout(60)
+        }
         (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0)
             .hold(10)
             .timeout(12),

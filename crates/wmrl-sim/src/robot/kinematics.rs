@@ -7,6 +7,9 @@
 use nalgebra::{Isometry3, Matrix6, Matrix6xX, Translation3, UnitQuaternion, Vector3, Vector6};
 use rapier3d_urdf::urdf_rs;
 
+/// A joint's world axis and origin, as returned by forward kinematics.
+pub type JointFrame = (Vector3<f64>, Vector3<f64>);
+
 /// One joint of the chain (fixed joints are folded into the next origin).
 #[derive(Debug, Clone)]
 pub struct ChainJoint {
@@ -140,7 +143,7 @@ impl Chain {
     }
 
     /// Pose of the end effector in the base frame, and each joint's world axis and origin.
-    pub fn forward(&self, q: &[f64]) -> (Isometry3<f64>, Vec<(Vector3<f64>, Vector3<f64>)>) {
+    pub fn forward(&self, q: &[f64]) -> (Isometry3<f64>, Vec<JointFrame>) {
         let mut t = Isometry3::identity();
         let mut frames = Vec::with_capacity(self.joints.len());
         for (j, &qi) in self.joints.iter().zip(q) {
