@@ -346,21 +346,12 @@ fn pick_place(
     Some(match (side, ex.phase) {
         // Top and rim grasps.
         (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0)
-            .tol(0.005)
-            .timeout(100),
-        (None, 1) => {
-            // Descend only while centred over the grasp point.
-            let off = (grasp_pos.xy() - tcp.xy()).norm();
-            let z = if off > 0.004 {
-                tcp.z.max(grasp_pos.z)
-            } else {
-                grasp_pos.z
-            };
-            Waypoint::new(Vector3::new(grasp_pos.x, grasp_pos.y, z), grasp_rot, -1.0)
-                .speed(0.3)
-                .tol(0.005)
-                .timeout(60)
-        }
+            .tol(0.015)
+            .timeout(80),
+        (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0)
+            .speed(0.5)
+            .tol(0.006)
+            .timeout(40),
         (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0)
             .hold(10)
             .timeout(12),

@@ -1,0 +1,15 @@
+//! The scripted experts solve fixed initial states in this physics (the full
+//! 50-state sweep is `wmrl sim experts`; these are the states pinned as regressions).
+
+use wmrl_sim::rollout::run_expert;
+use wmrl_sim::{EnvConfig, SimEnv};
+
+fn solves(task: usize, state: usize) {
+    let mut c = EnvConfig::default();
+    c.camera.enabled = false;
+    let mut env = SimEnv::new(c);
+    let summary = run_expert(&mut env, task, state, |_| {}).unwrap();
+    assert!(summary.execution_error.is_none(), "{summary:?}");
+    assert!(summary.success, "expert fails task {task} state {state}: {summary:?}");
+    assert!(summary.steps <= wmrl_sim::MAX_EPISODE_STEPS);
+}
