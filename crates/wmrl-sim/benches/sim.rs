@@ -14,7 +14,10 @@ fn env(cameras: bool) -> SimEnv {
 }
 
 fn control_step(c: &mut Criterion) {
-    for (name, cameras) in [("step_physics_only", false), ("step_with_both_cameras", true)] {
+    for (name, cameras) in [
+        ("step_physics_only", false),
+        ("step_with_both_cameras", true),
+    ] {
         let mut e = env(cameras);
         let mut expert = Expert::new(&e);
         c.bench_function(name, |b| {
@@ -29,7 +32,9 @@ fn control_step(c: &mut Criterion) {
     }
     let mut e = env(true);
     c.bench_function("render_both_cameras", |b| b.iter(|| e.observe()));
-    c.bench_function("reset_cached_state", |b| b.iter(|| e.reset(0, 0).expect("reset")));
+    c.bench_function("reset_cached_state", |b| {
+        b.iter(|| e.reset(0, 0).expect("reset"))
+    });
 }
 
 criterion_group! {

@@ -10,6 +10,29 @@ fn solves(task: usize, state: usize) {
     let mut env = SimEnv::new(c);
     let summary = run_expert(&mut env, task, state, |_| {}).unwrap();
     assert!(summary.execution_error.is_none(), "{summary:?}");
-    assert!(summary.success, "expert fails task {task} state {state}: {summary:?}");
+    assert!(
+        summary.success,
+        "expert fails task {task} state {state}: {summary:?}"
+    );
     assert!(summary.steps <= wmrl_sim::MAX_EPISODE_STEPS);
+}
+
+#[test]
+fn mug_on_plate_and_pudding_beside_it() {
+    solves(6, 0);
+}
+
+#[test]
+fn both_moka_pots_on_the_stove() {
+    solves(8, 3);
+}
+
+#[test]
+fn soup_and_cream_cheese_in_the_basket() {
+    solves(7, 2);
+}
+
+#[test]
+fn two_mugs_on_two_plates() {
+    solves(4, 2);
 }
