@@ -70,7 +70,7 @@ fn fits_prints_json_and_writes_the_plot() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("4 pairs") && text.contains("2 blocks"),
+        text.contains("4 pairs") && text.contains("3 blocks"),
         "{text}"
     );
     assert!(dir.path().join("plain.reliability.png").exists());

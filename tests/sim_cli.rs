@@ -124,3 +124,27 @@ fn image_size(path: &std::path::Path) -> (u32, u32) {
     let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
     (w, h)
 }
+
+#[test]
+fn sim_video_writes_an_animated_gif_of_the_expert() {
+    let dir = tempfile::tempdir().unwrap();
+    let gif = dir.path().join("episode.gif");
+    let out = wmrl()
+        .args([
+            "--json", "sim", "video", "--task", "8", "--state", "3", "--size", "64", "--every",
+            "10", "--out",
+        ])
+        .arg(&gif)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["episode"]["success"], true, "{v}");
+    assert!(v["frames"].as_u64().unwrap() > 5);
+    let bytes = std::fs::read(&gif).unwrap();
+    assert_eq!(&bytes[..6], b"GIF89a");
+}

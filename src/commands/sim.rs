@@ -141,7 +141,7 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
             }
             bar.finish_and_clear();
             let set = InitStateSet {
-                task: env.task().name.clone(),
+                task: wmrl_sim::task(task)?.name,
                 seed: env.config().init_seed,
                 states: list,
             };

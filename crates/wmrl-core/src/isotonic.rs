@@ -92,6 +92,9 @@ impl IsotonicFit {
     /// Fits scores to rewards, with optional weights (default 1). Pairs of
     /// zero weight are ignored; NaN, infinite or negative values are errors
     /// naming the pair.
+    ///
+    /// # Panics
+    /// If `rewards` or `weights` differ in length from `scores` (a caller bug).
     pub fn fit(scores: &[f64], rewards: &[f64], weights: Option<&[f64]>) -> Result<Self> {
         assert_eq!(
             scores.len(),

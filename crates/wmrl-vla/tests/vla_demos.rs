@@ -1,1 +1,0 @@
-../../../tests/vla_demos.rs
