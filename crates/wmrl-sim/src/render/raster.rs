@@ -122,23 +122,37 @@ impl Rasterizer {
         if min_x > max_x || min_y > max_y {
             return;
         }
+        // Edge functions are affine in the pixel centre: evaluate them once at
+        // the bounding box's corner and step by their x/y increments.
         let inv_area = 1.0 / area;
-        for y in min_y..=max_y {
-            let py = y as f32 + 0.5;
+        let (x0, y0) = (min_x as f32 + 0.5, min_y as f32 + 0.5);
+        let edge = |p: [f32; 3], q: [f32; 3]| {
+            // ((p.x - px)(q.y - py) - (p.y - py)(q.x - px)) / area
+            let dx = (p[1] - q[1]) * inv_area; // d/dpx
+            let dy = (q[0] - p[0]) * inv_area; // d/dpy
+            let v0 = ((p[0] - x0) * (q[1] - y0) - (p[1] - y0) * (q[0] - x0)) * inv_area;
+            (v0, dx, dy)
+        };
+        let (e0, e0x, e0y) = edge(b, c);
+        let (e1, e1x, e1y) = edge(c, a);
+        let width = self.width as usize;
+        for row in 0..=(max_y - min_y) {
+            let fy = row as f32;
+            let mut w0 = e0 + e0y * fy;
+            let mut w1 = e1 + e1y * fy;
+            let row_start = (min_y + row) as usize * width;
             for x in min_x..=max_x {
-                let px = x as f32 + 0.5;
-                let w0 = ((b[0] - px) * (c[1] - py) - (b[1] - py) * (c[0] - px)) * inv_area;
-                let w1 = ((c[0] - px) * (a[1] - py) - (c[1] - py) * (a[0] - px)) * inv_area;
                 let w2 = 1.0 - w0 - w1;
-                if w0 < 0.0 || w1 < 0.0 || w2 < 0.0 {
-                    continue;
+                if w0 >= 0.0 && w1 >= 0.0 && w2 >= 0.0 {
+                    let iz = w0 * a[2] + w1 * b[2] + w2 * c[2];
+                    let idx = row_start + x as usize;
+                    if iz > self.depth[idx] {
+                        self.depth[idx] = iz;
+                        buf[idx * 3..idx * 3 + 3].copy_from_slice(&color);
+                    }
                 }
-                let iz = w0 * a[2] + w1 * b[2] + w2 * c[2];
-                let idx = (y * w + x) as usize;
-                if iz > self.depth[idx] {
-                    self.depth[idx] = iz;
-                    buf[idx * 3..idx * 3 + 3].copy_from_slice(&color);
-                }
+                w0 += e0x;
+                w1 += e1x;
             }
         }
     }
