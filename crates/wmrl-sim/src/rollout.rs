@@ -35,8 +35,30 @@ pub fn run_expert(
     let obs = env.reset(task, k)?;
     on_step(&obs);
     let mut expert = Expert::new(env);
+    let trace = std::env::var_os("WMRL_EXPERT_TRACE").is_some();
+    let mut last = (usize::MAX, usize::MAX);
     loop {
         let action = expert.act(env);
+        if trace && expert.progress() != last {
+            last = expert.progress();
+            let w = env.world();
+            let ee = env.ee_pose().translation.vector;
+            let mut line = format!(
+                "[{k}] t={} skill={} phase={} ee=({:.3},{:.3},{:.3}) w={:.3}",
+                env.steps(),
+                last.0,
+                last.1,
+                ee.x,
+                ee.y,
+                ee.z,
+                env.gripper_width()
+            );
+            for e in &w.entities {
+                let p = w.body_pose(e.root).translation.vector;
+                line += &format!(" {}=({:.3},{:.3},{:.3})", e.name, p.x, p.y, p.z);
+            }
+            eprintln!("{line}");
+        }
         let out = env.step(&action);
         on_step(&out.observation);
         if out.done {
