@@ -63,6 +63,14 @@ pub struct TrainArgs {
     /// Execution cache (JSONL; default: .wmrl-cache/research-executions.jsonl; "none" disables).
     #[arg(long)]
     pub cache: Option<String>,
+    /// Use an LLM judge as the world model: base URL of an OpenAI-compatible
+    /// endpoint up to `/v1` (vLLM, SGLang, llama.cpp), e.g. http://127.0.0.1:8000/v1.
+    /// Default: the in-process text model.
+    #[arg(long)]
+    pub judge_url: Option<String>,
+    /// Model name sent to the judge endpoint (default: `default`).
+    #[arg(long)]
+    pub judge_model: Option<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }

@@ -10,9 +10,12 @@
 //! with fixed seeds (common random numbers across evaluations); these
 //! executions are counted apart from training's.
 //!
-//! The world model starts from the executions that built the leaderboards
-//! (the reference solutions and their percentiles): no sandbox run beyond
-//! task construction. Artefacts in the run folder: `config.json`,
+//! The world model is the tch text model by default. It starts from the
+//! executions that built the leaderboards (the reference solutions and
+//! their percentiles): no sandbox run beyond task construction. With
+//! [`TrainConfig::judge`] set, an LLM judge behind an OpenAI-compatible
+//! endpoint scores the solutions instead ([`crate::judge`]); the core
+//! calibrates and denoises its scores exactly as the text model's. Artefacts in the run folder: `config.json`,
 //! `metrics.jsonl` (one row per step), `anchors.jsonl` (every real
 //! execution), `percentile.png`, `checkpoint/{policy,world_model}.safetensors`
 //! and `checkpoint/state.json`.
@@ -24,8 +27,11 @@ use serde::{Deserialize, Serialize};
 use wmrl_core::rng::derive_seed;
 use wmrl_core::{Core, CoreConfig, StepReport};
 
-use crate::adapter::{ResearchAdapter, SandboxExecutor, SolutionSampler, TextWorldModel};
+use crate::adapter::{
+    ResearchAdapter, SandboxExecutor, SolutionSampler, TextScorer, TextWorldModel,
+};
 use crate::executor::SolutionRunner;
+use crate::judge::{JudgeConfig, LlmJudge};
 use crate::policy::{PlanPolicy, PlanPolicyConfig};
 use crate::suite::references;
 use crate::task::Task;
@@ -33,7 +39,7 @@ use crate::textmodel::{TextModel, TextModelConfig};
 use crate::{Error, Result};
 
 /// Settings of a training run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
     /// The core: mode, groups, group size, anchor ratio, seed (default: groups 10, size 8, ρ = 0.1, min 8 calibration pairs).
@@ -50,6 +56,9 @@ pub struct TrainConfig {
     pub world_model: TextModelConfig,
     /// Pre-train the world model on the reference solutions' outcomes (default: true).
     pub pretrain_on_references: bool,
+    /// Score with an LLM judge instead of the text model (default: none).
+    /// A relative `pending_path` is taken inside the run folder.
+    pub judge: Option<JudgeConfig>,
 }
 
 impl Default for TrainConfig {
@@ -68,6 +77,7 @@ impl Default for TrainConfig {
             policy: PlanPolicyConfig::default(),
             world_model: TextModelConfig::default(),
             pretrain_on_references: true,
+            judge: None,
         }
     }
 }
@@ -106,13 +116,37 @@ pub struct TrainSummary {
     pub run_dir: PathBuf,
 }
 
+/// The world model's scorer: the learned text model or an LLM judge.
+pub enum Scorer {
+    /// The tch text model, trained online on anchor outcomes.
+    Text(TextModel),
+    /// An LLM judge behind an OpenAI-compatible endpoint.
+    Judge(LlmJudge),
+}
+
+impl TextScorer for Scorer {
+    fn score(&mut self, items: &[(&Task, &str)]) -> Result<Vec<f64>> {
+        match self {
+            Scorer::Text(m) => m.score(items),
+            Scorer::Judge(j) => j.score(items),
+        }
+    }
+
+    fn observe(&mut self, items: &[(&Task, &str, f64)]) -> Result<()> {
+        match self {
+            Scorer::Text(m) => m.observe(items),
+            Scorer::Judge(j) => j.observe(items),
+        }
+    }
+}
+
 /// A training run.
 pub struct Trainer {
     config: TrainConfig,
     core: Core,
     adapter: ResearchAdapter,
     policy: PlanPolicy,
-    world_model: TextWorldModel<TextModel>,
+    world_model: TextWorldModel<Scorer>,
     executor: SandboxExecutor,
     metrics: wmrl_report::MetricsSink,
     run_dir: PathBuf,
@@ -155,6 +189,12 @@ impl Trainer {
             path: run_dir.to_path_buf(),
             source,
         })?;
+        let mut config = config;
+        if let Some(judge) = config.judge.as_mut()
+            && judge.pending_path.is_relative()
+        {
+            judge.pending_path = run_dir.join(&judge.pending_path);
+        }
         wmrl_report::write_json_atomic(&run_dir.join("config.json"), &config)?;
         let core = Core::new(config.core).map_err(|e| Error::Build {
             what: "core".into(),
@@ -177,7 +217,10 @@ impl Trainer {
             },
             device,
         )?;
-        if config.pretrain_on_references && config.core.mode.uses_world_model() {
+        if config.judge.is_none()
+            && config.pretrain_on_references
+            && config.core.mode.uses_world_model()
+        {
             let mut examples = Vec::new();
             for task in adapter.tasks().iter() {
                 let board = task
@@ -203,7 +246,11 @@ impl Trainer {
                 text.train_on(&[]);
             }
         }
-        let world_model = TextWorldModel::new(&adapter, text);
+        let scorer = match &config.judge {
+            Some(judge) => Scorer::Judge(LlmJudge::new(judge.clone())),
+            None => Scorer::Text(text),
+        };
+        let world_model = TextWorldModel::new(&adapter, scorer);
         let anchors = wmrl_report::MetricsSink::append(&run_dir.join("anchors.jsonl"))?;
         let executor = SandboxExecutor::new(&adapter, runner, runtime, Some(anchors));
         let metrics = wmrl_report::MetricsSink::append(&run_dir.join("metrics.jsonl"))?;
@@ -323,9 +370,16 @@ impl Trainer {
             })
         };
         atomic("policy.safetensors", &|p| self.policy.save(p))?;
-        atomic("world_model.safetensors", &|p| {
-            self.world_model.scorer().save(p)
-        })?;
+        let judge = match self.world_model.scorer() {
+            Scorer::Text(model) => {
+                atomic("world_model.safetensors", &|p| model.save(p))?;
+                None
+            }
+            Scorer::Judge(judge) => Some(serde_json::json!({
+                "calls": judge.calls(),
+                "malformed": judge.malformed(),
+            })),
+        };
         wmrl_report::write_json_atomic(
             &dir.join("state.json"),
             &serde_json::json!({
@@ -334,6 +388,7 @@ impl Trainer {
                 "world_model_calls": self.world_model_calls,
                 "calibrator": self.core.calibrator(),
                 "evaluations": self.evaluations,
+                "judge": judge,
             }),
         )?;
         Ok(())

@@ -65,13 +65,14 @@ fn run_one(
 ) -> anyhow::Result<TrainSummary> {
     let device = wmrl_tch::select_device(global.device)?;
     let runner = rt.block_on(runner(sandbox, cache))?;
+    let (steps, mode, seed) = (config.steps, config.core.mode, config.core.seed);
     let mut trainer = Trainer::new(config, tasks, runner, rt.clone(), device, out)?;
-    let bar = indicatif::ProgressBar::new(config.steps);
+    let bar = indicatif::ProgressBar::new(steps);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} steps {msg}")
             .expect("template"),
     );
-    bar.set_prefix(format!("{} seed {}", config.core.mode, config.core.seed));
+    bar.set_prefix(format!("{mode} seed {seed}"));
     let summary = trainer.run(&mut |_, eval| {
         bar.inc(1);
         if let Some(e) = eval {
@@ -110,6 +111,16 @@ pub fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
     config.core.seed = args.seed;
     if let Some(steps) = args.steps {
         config.steps = steps;
+    }
+    if let Some(base_url) = &args.judge_url {
+        let mut judge = config.judge.take().unwrap_or_default();
+        judge.endpoint.base_url = base_url.clone();
+        if let Some(model) = &args.judge_model {
+            judge.endpoint.model = model.clone();
+        }
+        config.judge = Some(judge);
+    } else if args.judge_model.is_some() {
+        anyhow::bail!("--judge-model needs --judge-url (the judge's OpenAI-compatible endpoint)");
     }
     config.core.validate()?;
     let out = args
