@@ -158,4 +158,11 @@ fn demo_runs_the_synthetic_benchmark_and_says_where_the_files_are() {
         "{text}"
     );
     assert!(png.exists() && metrics.exists());
+    // The embedded simulator's expert episode, as a GIF.
+    let gif = dir.path().join("sim/expert.gif");
+    assert!(
+        text.contains("embedded simulator") && text.contains(gif.to_str().unwrap()),
+        "{text}"
+    );
+    assert_eq!(&std::fs::read(&gif).unwrap()[..6], b"GIF89a");
 }

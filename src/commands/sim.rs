@@ -110,24 +110,8 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
             every,
             out,
         } => {
-            let mut env = SimEnv::new(config(size));
-            let mut frames = Vec::new();
-            let mut n = 0usize;
-            let summary = run_expert(&mut env, task, state, |obs| {
-                if n.is_multiple_of(every.max(1)) {
-                    frames.push(wmrl_sim::render::side_by_side(
-                        &obs.agent_view,
-                        &obs.wrist_view,
-                    ));
-                }
-                n += 1;
-            })?;
-            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
-            }
-            wmrl_sim::render::save_gif(&frames, (50 * every.max(1)) as u32, &out)?;
-            let info =
-                serde_json::json!({ "gif": out, "frames": frames.len(), "episode": summary });
+            let (frames, summary) = record_expert_gif(task, state, size, every, &out)?;
+            let info = serde_json::json!({ "gif": out, "frames": frames, "episode": summary });
             print_value(global, &info)
         }
         SimCommand::Experts { tasks, states, out } => experts(global, tasks, states, out),
@@ -152,6 +136,36 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
             )
         }
     }
+}
+
+/// Runs the scripted expert of `task` from fixed initial state `state` with
+/// both cameras at `size` pixels and writes every `every`-th frame (agent
+/// view beside wrist view) as an animated GIF to `out`. Returns the frame
+/// count and the episode's summary.
+pub(crate) fn record_expert_gif(
+    task: usize,
+    state: usize,
+    size: u32,
+    every: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<(usize, EpisodeSummary)> {
+    let mut env = SimEnv::new(config(size));
+    let mut frames = Vec::new();
+    let mut n = 0usize;
+    let summary = run_expert(&mut env, task, state, |obs| {
+        if n.is_multiple_of(every.max(1)) {
+            frames.push(wmrl_sim::render::side_by_side(
+                &obs.agent_view,
+                &obs.wrist_view,
+            ));
+        }
+        n += 1;
+    })?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    wmrl_sim::render::save_gif(&frames, (50 * every.max(1)) as u32, out)?;
+    Ok((frames.len(), summary))
 }
 
 fn config(size: u32) -> EnvConfig {
