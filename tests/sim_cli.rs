@@ -131,8 +131,8 @@ fn sim_video_writes_an_animated_gif_of_the_expert() {
     let gif = dir.path().join("episode.gif");
     let out = wmrl()
         .args([
-            "--json", "sim", "video", "--task", "8", "--state", "3", "--size", "64", "--every",
-            "10", "--out",
+            "--json", "sim", "video", "--task", "5", "--state", "0", "--size", "64", "--every",
+            "4", "--out",
         ])
         .arg(&gif)
         .output()

@@ -13,8 +13,8 @@ use wmrl_synth::Scenario;
 
 use crate::cli::GlobalArgs;
 
-/// The LIBERO-Long task of the demo's simulator episode (both moka pots on the stove).
-const DEMO_TASK: usize = 8;
+/// The LIBERO-Long task of the demo's simulator episode (the book into the caddy).
+const DEMO_TASK: usize = 5;
 
 /// Arguments of `wmrl demo`.
 #[derive(Debug, Args)]
@@ -43,7 +43,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let results = super::synth::run_benchmark(&[scenario], &Mode::ALL, 0.95, &args.out)?;
     super::synth::print_results(global, &results)?;
     // The embedded default executor: one expert episode in the simulator.
-    let (task, state) = (DEMO_TASK, 3);
+    let (task, state) = (DEMO_TASK, 0);
     let gif = args.out.join("sim").join("expert.gif");
     let started = std::time::Instant::now();
     let (frames, episode) = super::sim::record_expert_gif(task, state, 128, 4, &gif)?;

@@ -38,7 +38,7 @@ impl Default for EnvConfig {
         EnvConfig {
             camera: CameraConfig::default(),
             max_steps: MAX_EPISODE_STEPS,
-            world: WorldParams::default(),
+            world: WorldParams::from_env(),
             control: ControlParams::default(),
             init_seed: INIT_SEED,
         }

@@ -39,15 +39,19 @@ pub fn run_expert(
     let mut last = (usize::MAX, usize::MAX);
     loop {
         let action = expert.act(env);
-        if trace && expert.progress() != last {
+        if trace
+            && (expert.progress() != last || std::env::var_os("WMRL_EXPERT_TRACE_ALL").is_some())
+        {
             last = expert.progress();
             let w = env.world();
             let ee = env.ee_pose().translation.vector;
             let mut line = format!(
-                "[{k}] t={} skill={} phase={} ee=({:.3},{:.3},{:.3}) w={:.3}",
+                "[{k}] t={} skill={} phase={} q={:.2?} a={:.2?} ee=({:.3},{:.3},{:.3}) w={:.3}",
                 env.steps(),
                 last.0,
                 last.1,
+                env.proprio().joint_positions,
+                &action[..6],
                 ee.x,
                 ee.y,
                 ee.z,

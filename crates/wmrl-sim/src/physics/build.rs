@@ -17,9 +17,13 @@ use crate::scene::{Catalog, JointKind, Layout, ObjectType, Part, Scene, Shape, T
 pub struct WorldParams {
     /// Physics rate (Hz) (default: 240).
     pub physics_hz: f64,
-    /// Arm joint motor stiffness, acceleration-based (1/s²) (default: 2500).
+    /// Arm joint motor stiffness, acceleration-based (1/s²) (default: 60000).
+    /// Rapier turns stiffness/damping into a soft constraint whose position
+    /// correction rate is about k / (k·dt + c); at 2500/100 that was ~23/s and the
+    /// arm lagged its IK goals by several control steps, overshooting every
+    /// waypoint by centimetres and knocking objects over.
     pub arm_stiffness: f32,
-    /// Arm joint motor damping (1/s) (default: 100).
+    /// Arm joint motor damping (1/s) (default: 500).
     pub arm_damping: f32,
     /// Finger motor stiffness (default: 1000).
     pub finger_stiffness: f32,
@@ -34,7 +38,8 @@ pub struct WorldParams {
 }
 
 impl WorldParams {
-    /// Defaults with the solver-iteration count from `WMRL_SIM_ITERS` (for experiments).
+    /// Defaults with the solver-iteration count from `WMRL_SIM_ITERS` and the arm
+    /// motor gains from `WMRL_ARM_STIFFNESS` / `WMRL_ARM_DAMPING` (for experiments).
     pub fn from_env() -> WorldParams {
         let mut p = WorldParams::default();
         if let Some(n) = std::env::var("WMRL_SIM_ITERS")
@@ -42,6 +47,13 @@ impl WorldParams {
             .and_then(|v| v.parse().ok())
         {
             p.solver_iterations = n;
+        }
+        let f = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f32>().ok());
+        if let Some(v) = f("WMRL_ARM_STIFFNESS") {
+            p.arm_stiffness = v;
+        }
+        if let Some(v) = f("WMRL_ARM_DAMPING") {
+            p.arm_damping = v;
         }
         p
     }
@@ -51,8 +63,8 @@ impl Default for WorldParams {
     fn default() -> Self {
         WorldParams {
             physics_hz: 240.0,
-            arm_stiffness: 2500.0,
-            arm_damping: 100.0,
+            arm_stiffness: 60000.0,
+            arm_damping: 500.0,
             finger_stiffness: 1000.0,
             finger_damping: 60.0,
             gripper_force: 40.0,
