@@ -117,6 +117,23 @@ pub(crate) fn plan(
         }
         Ok(())
     };
+    // The private /tmp and /dev/shm come first: read-only paths that live
+    // under /tmp on the host (a checkout or venv in /tmp) are then bound
+    // inside the tmpfs instead of being hidden by it.
+    let tmp = Path::new("/tmp");
+    mkdirs(tmp, &mut steps, true)?;
+    let tmp_opts = format!("size={},mode=1777", limits.tmp_size.max(4096));
+    steps.push(Step::Tmpfs {
+        dst: cstring(&inside(tmp))?,
+        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
+    });
+    // /dev/shm: Python's multiprocessing and joblib need it for semaphores.
+    let shm = Path::new("/dev/shm");
+    mkdirs(shm, &mut steps, true)?;
+    steps.push(Step::Tmpfs {
+        dst: cstring(&inside(shm))?,
+        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
+    });
     for path in read_only {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             continue;
@@ -148,20 +165,6 @@ pub(crate) fn plan(
         dst: cstring(&inside(workdir))?,
         is_file: false,
         writable: true,
-    });
-    let tmp = Path::new("/tmp");
-    mkdirs(tmp, &mut steps, true)?;
-    let tmp_opts = format!("size={},mode=1777", limits.tmp_size.max(4096));
-    steps.push(Step::Tmpfs {
-        dst: cstring(&inside(tmp))?,
-        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
-    });
-    // /dev/shm: Python's multiprocessing and joblib need it for semaphores.
-    let shm = Path::new("/dev/shm");
-    mkdirs(shm, &mut steps, true)?;
-    steps.push(Step::Tmpfs {
-        dst: cstring(&inside(shm))?,
-        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
     });
     for dev in DEVICES {
         let dev = Path::new(dev);
@@ -240,5 +243,42 @@ pub(crate) fn sweep_uid(uid: u32) -> Result<u32> {
             });
         }
         Ok(code as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A venv or checkout under the host's /tmp must stay visible: the private
+    /// /tmp tmpfs is mounted before the read-only binds, never over them.
+    #[test]
+    fn read_only_paths_under_tmp_are_bound_after_the_private_tmp() {
+        let host = tempfile::tempdir().unwrap();
+        let venv = host.path().join("venv");
+        std::fs::create_dir_all(&venv).unwrap();
+        let plan = plan(
+            JailMode::Root {
+                uid: 1000,
+                gid: 1000,
+            },
+            std::slice::from_ref(&venv),
+            host.path(),
+            Path::new("/nonexistent-root"),
+            &Limits::default(),
+        )
+        .unwrap();
+        let tmpfs_at = plan
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Tmpfs { dst, .. } if dst.as_bytes().ends_with(b"/tmp")))
+            .expect("a private /tmp");
+        let venv_dst = CString::new(format!("/nonexistent-root{}", venv.display())).unwrap();
+        let bind_at = plan
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Bind { dst, .. } if *dst == venv_dst))
+            .expect("the venv is bound");
+        assert!(tmpfs_at < bind_at, "{tmpfs_at} vs {bind_at}");
     }
 }
