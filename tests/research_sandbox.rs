@@ -165,7 +165,14 @@ fn loops_are_stopped_by_the_cpu_limit_or_the_wall_clock() {
 
 #[test]
 fn a_memory_bomb_hits_the_address_space_limit() {
-    let f = Fixture::new(small_limits());
+    // Generous CPU and wall-clock limits: zero-filling 1 GiB in page faults
+    // takes seconds of CPU on a loaded 2-core machine, and this test is about
+    // the address-space limit only.
+    let f = Fixture::new(Limits {
+        cpu_time_s: 20,
+        wall_time_s: 40.0,
+        ..small_limits()
+    });
     let big = f.run("x = bytearray(8 << 30)\n");
     assert_eq!(
         big.outcome,
