@@ -3,6 +3,8 @@
 //! (The learning claim itself is the `wmrl research experiment` benchmark;
 //! the policy's and world model's learning are unit-tested in their crate.)
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -58,23 +60,12 @@ fn tiny_task(dir: &Path) -> Task {
 fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let task = tiny_task(&dir.path().join("line"));
-    let python = wmrl_research::python::find_python(venv_python().as_deref()).unwrap();
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
     let limits = Limits {
         wall_time_s: 60.0,
         ..Limits::default()
     };
-    let sandbox = rt
-        .block_on(wmrl_research::python::sandbox(&python, limits, 2))
-        .unwrap();
     let cache = wmrl_research::ExecutionCache::open(&dir.path().join("cache.jsonl")).unwrap();
-    let runner = SolutionRunner::new(sandbox, Some(cache));
+    let (rt, runner) = sandboxed_runner(limits, Some(cache));
 
     let mut config = TrainConfig {
         steps: 2,
@@ -140,63 +131,12 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
         .unwrap();
 }
 
-/// A judge endpoint on 127.0.0.1 that answers every chat completion with
-/// `{"percentile": 70}`; returns its base URL and the request count.
-fn judge_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": "{\"percentile\": 70}"}}]}).to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-    });
-    (url, count)
-}
-
 #[test]
 fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     let dir = tempfile::tempdir().unwrap();
     let task = tiny_task(&dir.path().join("line"));
-    let python = wmrl_research::python::find_python(venv_python().as_deref()).unwrap();
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    let sandbox = rt
-        .block_on(wmrl_research::python::sandbox(
-            &python,
-            Limits::default(),
-            2,
-        ))
-        .unwrap();
-    let runner = SolutionRunner::new(sandbox, None);
-    let (url, requests) = judge_server();
+    let (rt, runner) = sandboxed_runner(Limits::default(), None);
+    let server = common::serve(vec![(200, "{\"percentile\": 70}".into())]);
     let mut config = TrainConfig {
         steps: 1,
         eval_every: 1,
@@ -208,7 +148,7 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     config.core.group_size = 2;
     config.core.anchor_ratio = 0.5;
     let mut judge = wmrl_research::judge::JudgeConfig::default();
-    judge.endpoint.base_url = url;
+    judge.endpoint.base_url = server.base_url.clone();
     judge.endpoint.retries = 0;
     config.judge = Some(judge);
     let run_dir = dir.path().join("run");
@@ -217,7 +157,7 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     let summary = trainer.run(&mut |_, _| {}).unwrap();
     // One anchor group of 2 scored + one imagined group of 2, one request each.
     assert_eq!(summary.world_model_calls, 4);
-    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 4);
+    assert_eq!(server.bodies.lock().unwrap().len(), 4);
     let state: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(run_dir.join("checkpoint/state.json")).unwrap(),
     )
@@ -228,6 +168,25 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     let rows = wmrl_report::metrics::read_rows(&run_dir.join("metrics.jsonl")).unwrap();
     // Every imagined score is the judge's 70th percentile.
     assert!((rows[1]["world_model_score_mean"].as_f64().unwrap() - 0.7).abs() < 1e-9);
+}
+
+/// A tokio runtime and a sandboxed runner on the project venv's python.
+fn sandboxed_runner(
+    limits: Limits,
+    cache: Option<wmrl_research::ExecutionCache>,
+) -> (Arc<tokio::runtime::Runtime>, SolutionRunner) {
+    let python = wmrl_research::python::find_python(venv_python().as_deref()).unwrap();
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let sandbox = rt
+        .block_on(wmrl_research::python::sandbox(&python, limits, 2))
+        .unwrap();
+    (rt, SolutionRunner::new(sandbox, cache))
 }
 
 /// The project venv's python (`cargo xtask` creates it), if there.
