@@ -50,6 +50,10 @@ pub enum Command {
     Research(commands::research::ResearchArgs),
     /// The Rapier LIBERO-Long simulator: render, record, run the scripted experts.
     Sim(commands::sim::SimArgs),
+    /// Serve one robot over zenoh (the simulator driver is built in).
+    Robotd(commands::robots::RobotdArgs),
+    /// Robot network: TLS certificates and configs, a router, emergency stop, discovery.
+    Robots(commands::robots::RobotsArgs),
     /// Scene files (TOML or BDDL): check what they hold.
     Scene(commands::scene::SceneArgs),
     /// Fit the isotonic calibrator to anchor pairs (CSV) and plot its reliability.

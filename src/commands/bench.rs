@@ -23,6 +23,9 @@ pub enum BenchTarget {
     Sim(SimBenchArgs),
     /// WMRL core: isotonic fit of 10^5 pairs, core step, advantages/s, synthetic steps/s.
     Core(CoreBenchArgs),
+    /// Robots over zenoh on loopback: action round trip p50/p99 and episodes/s
+    /// through simulator-backed daemons versus the in-process simulator.
+    Robots(RobotsBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -35,6 +38,10 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
             );
             results.insert("sim".into(), bench_sim(&SimBenchArgs::default())?);
             results.insert("core".into(), bench_core(&CoreBenchArgs::default())?);
+            results.insert(
+                "robots".into(),
+                bench_robots(global, &RobotsBenchArgs::default())?,
+            );
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
@@ -44,6 +51,9 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchTarget::Sim(args) => {
             results.insert("sim".into(), bench_sim(&args)?);
+        }
+        BenchTarget::Robots(args) => {
+            results.insert("robots".into(), bench_robots(global, &args)?);
         }
     }
     let value = serde_json::Value::Object(std::mem::take(&mut results));
@@ -153,5 +163,77 @@ fn bench_core(args: &CoreBenchArgs) -> anyhow::Result<serde_json::Value> {
         }
         .into(),
     );
+    Ok(value)
+}
+
+/// Arguments of `wmrl bench robots`.
+#[derive(Debug, Args)]
+pub struct RobotsBenchArgs {
+    /// Policy config (shipped name or TOML; randomly initialised: throughput only).
+    #[arg(long, default_value = "tiny")]
+    pub config: String,
+    /// Loopback TCP port for the benchmark's zenoh listener.
+    #[arg(long, default_value_t = 17447)]
+    pub port: u16,
+    /// Camera size (pixels per side).
+    #[arg(long, default_value_t = 128)]
+    pub camera: u32,
+    /// Round trips measured.
+    #[arg(long, default_value_t = 300)]
+    pub round_trips: usize,
+    /// Daemons (and in-process environments).
+    #[arg(long, default_value_t = 2)]
+    pub robots: usize,
+    /// Episodes per executor.
+    #[arg(long, default_value_t = 8)]
+    pub episodes: usize,
+    /// Control steps per episode.
+    #[arg(long, default_value_t = 64)]
+    pub max_steps: usize,
+}
+
+impl Default for RobotsBenchArgs {
+    fn default() -> Self {
+        let d = wmrl_robots::bench::BridgeBenchOptions::default();
+        Self {
+            config: "tiny".into(),
+            port: d.port,
+            camera: d.camera,
+            round_trips: d.round_trips,
+            robots: d.robots,
+            episodes: d.episodes,
+            max_steps: d.max_steps,
+        }
+    }
+}
+
+fn bench_robots(global: &GlobalArgs, args: &RobotsBenchArgs) -> anyhow::Result<serde_json::Value> {
+    let config = wmrl_vla::VlaConfig::load(&args.config, &[])?;
+    let device = wmrl_tch::select_device(global.device)?;
+    let tasks = wmrl_vla::sim::suite_tasks();
+    let tokenizer =
+        wmrl_vla::Tokenizer::from_instructions(tasks.iter().map(|(_, text)| text.as_str()));
+    tch::manual_seed(0);
+    let policy = wmrl_vla::VlaPolicy::new(config.model, tokenizer, device)?;
+    let prompts: Vec<_> = tasks
+        .iter()
+        .map(|(task, instruction)| wmrl_vla::rollout::TaskPrompt {
+            task_index: *task,
+            state_index: 0,
+            instruction: instruction.clone(),
+        })
+        .collect();
+    let options = wmrl_robots::bench::BridgeBenchOptions {
+        port: args.port,
+        camera: args.camera,
+        round_trips: args.round_trips,
+        robots: args.robots,
+        episodes: args.episodes,
+        max_steps: args.max_steps,
+    };
+    let result = wmrl_robots::bench::bench_bridge(&policy, &prompts, &options)?;
+    let mut value = serde_json::to_value(result)?;
+    value["policy_config"] = args.config.clone().into();
+    value["device"] = format!("{device:?}").into();
     Ok(value)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use wmrl_robots::pool::{PoolOptions, ZenohExecutorPool};
 use wmrl_vla::eval::{self, EvalOptions};
 use wmrl_vla::sim::{self, SimExecutor, SimExecutorOptions};
 
@@ -48,6 +49,12 @@ pub struct EvalArgs {
     /// Output folder for eval.json and the GIFs (default: CHECKPOINT/eval).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Where episodes run: `sim` (in-process simulator) or `zenoh` (robots
+    /// served by `wmrl robotd`, reached with --connect/--listen/--zenoh-config).
+    #[arg(long, default_value = "sim")]
+    pub executor: String,
+    #[command(flatten)]
+    pub zenoh: super::robots::ZenohArgs,
 }
 
 pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
@@ -70,6 +77,7 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| args.checkpoint.join("eval"));
+    let executor_name = args.executor.clone();
     let mut options = SimExecutorOptions {
         execute_steps: args.execute_steps,
         temperature: args.temperature,
@@ -77,7 +85,6 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     options.env.max_steps = args.max_steps;
-    let mut executor = SimExecutor::new(args.envs, options);
     let bar = ProgressBar::new(prompts.len() as u64);
     bar.set_style(
         ProgressStyle::with_template(
@@ -92,14 +99,41 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         seed: args.seed,
         ..Default::default()
     };
-    let report = eval::evaluate(
-        &mut executor,
-        &policy,
-        &prompts,
-        &eval_options,
-        Some(&out),
-        &mut |done, _| bar.set_position(done as u64),
-    )?;
+    let mut progress = |done: usize, _| bar.set_position(done as u64);
+    let report = match executor_name.as_str() {
+        "sim" => {
+            let mut executor = SimExecutor::new(args.envs, options);
+            eval::evaluate(
+                &mut executor,
+                &policy,
+                &prompts,
+                &eval_options,
+                Some(&out),
+                &mut progress,
+            )?
+        }
+        "zenoh" => {
+            let session = args.zenoh.net()?.open()?;
+            let mut pool = ZenohExecutorPool::new(
+                session,
+                PoolOptions {
+                    max_steps: args.max_steps,
+                    temperature: args.temperature,
+                    execute_steps: args.execute_steps,
+                    ..Default::default()
+                },
+            )?;
+            eval::evaluate(
+                &mut pool,
+                &policy,
+                &prompts,
+                &eval_options,
+                Some(&out),
+                &mut progress,
+            )?
+        }
+        other => anyhow::bail!("unknown --executor `{other}`: expected `sim` or `zenoh`"),
+    };
     bar.finish_and_clear();
     let json = serde_json::json!({
         "suite": args.suite,
@@ -109,6 +143,7 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         "max_steps": args.max_steps,
         "temperature": args.temperature,
         "envs": args.envs,
+        "executor": executor_name,
         "report": report,
     });
     wmrl_report::write_json_atomic(&out.join("eval.json"), &json)?;

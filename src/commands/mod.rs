@@ -7,6 +7,7 @@ pub mod demos;
 pub mod device;
 pub mod eval;
 pub mod research;
+pub mod robots;
 pub mod scene;
 pub mod sft;
 pub mod sim;
@@ -26,6 +27,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(&global, args),
         Command::Research(args) => research::run(&global, args),
         Command::Sim(args) => sim::run(&global, args),
+        Command::Robotd(args) => robots::robotd(&global, args),
+        Command::Robots(args) => robots::robots(&global, args),
         Command::Scene(args) => scene::run(&global, args),
         Command::Calibrate(args) => calibrate::run(&global, args),
         Command::Synth(args) => synth::run(&global, args),
