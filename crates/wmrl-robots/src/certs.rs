@@ -351,4 +351,35 @@ mod tests {
         let pem = std::fs::read_to_string(&setup.ca).unwrap();
         assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
     }
+
+    #[test]
+    fn the_shipped_example_configs_match_the_generator() {
+        let dir = tempfile::tempdir().unwrap();
+        let who = Identities {
+            robots: vec![
+                RobotId::new("panda-1").unwrap(),
+                RobotId::new("panda-2").unwrap(),
+            ],
+            observers: vec!["dashboard".into()],
+        };
+        let setup = generate(dir.path(), 7447, &who).unwrap();
+        let prefix = format!("{}/", dir.path().canonicalize().unwrap().display());
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../robots/zenoh");
+        let mut files = vec![setup.router_config.clone()];
+        files.extend(setup.client_configs.iter().cloned());
+        for file in files {
+            let generated = std::fs::read_to_string(&file)
+                .unwrap()
+                .replace(&prefix, "certs/");
+            let name = file.file_name().unwrap();
+            let example = std::fs::read_to_string(shipped.join(name))
+                .unwrap_or_else(|e| panic!("robots/zenoh/{}: {e}", name.to_string_lossy()));
+            assert_eq!(
+                example,
+                generated,
+                "robots/zenoh/{} differs from `wmrl robots certs` output",
+                name.to_string_lossy()
+            );
+        }
+    }
 }

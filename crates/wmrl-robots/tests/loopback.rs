@@ -410,3 +410,44 @@ fn an_emergency_stop_halts_the_episode_until_cleared() {
     assert_eq!((obs.episode_id, obs.step), (3, 0));
     assert_eq!(robot.counters().emergency_stops, 1);
 }
+
+#[test]
+fn a_robot_speaking_another_protocol_version_is_refused_by_the_pool() {
+    let endpoint = endpoint();
+    let trainer = NetOptions::listen_on(&endpoint).open().unwrap();
+    // A robot from the future: announces itself, answers info with v2.
+    let robot = NetOptions::connect_to(&endpoint).open().unwrap();
+    let id = RobotId::new("panda-v2").unwrap();
+    let _queryable = robot
+        .declare_queryable(id.key(Leaf::Info))
+        .callback(|query| {
+            let v2 = br#"{"v":2,"type":"info","robot_id":"panda-v2"}"#.to_vec();
+            query.reply(query.key_expr().clone(), v2).wait().unwrap();
+        })
+        .wait()
+        .unwrap();
+    let _token = robot
+        .liveliness()
+        .declare_token(id.key(Leaf::Alive))
+        .wait()
+        .unwrap();
+    let mut pool = ZenohExecutorPool::new(
+        trainer,
+        PoolOptions {
+            discovery_timeout: Duration::from_secs(2),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(pool.wait_for_robots(1, 2 * SECOND), 0);
+    let actor = ConstantActor {
+        action: [0.0; 7],
+        chunk_len: 8,
+    };
+    let prompts = prompts(1);
+    let err = pool.execute(&actor, &requests(&prompts)).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("no robot available"), "{message}");
+    assert!(message.contains("panda-v2"), "{message}");
+    assert!(message.contains("protocol version mismatch"), "{message}");
+}
