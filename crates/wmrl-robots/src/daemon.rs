@@ -142,7 +142,7 @@ impl RobotDaemon {
         })?;
         let (tx, rx) = mpsc::channel();
         let estop = Arc::new(AtomicBool::new(false));
-        let links = Links::declare(&session, &options, &driver, tx, estop.clone())?;
+        let links = Links::declare(&session, &options, driver.as_ref(), tx, estop.clone())?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let server = Server {
@@ -218,7 +218,7 @@ impl Links {
     fn declare(
         session: &Session,
         options: &DaemonOptions,
-        driver: &Box<dyn RobotDriver>,
+        driver: &dyn RobotDriver,
         tx: Sender<Inbound>,
         estop: Arc<AtomicBool>,
     ) -> Result<Links> {

@@ -41,14 +41,16 @@ impl SafetyLimits {
     /// Checks that the box is non-empty and the limits positive.
     pub fn validate(&self) -> Result<(), String> {
         for axis in 0..3 {
-            if !(self.workspace_min[axis] < self.workspace_max[axis]) {
+            let non_empty = self.workspace_min[axis] < self.workspace_max[axis];
+            if !non_empty {
                 return Err(format!(
                     "workspace_min[{axis}] = {} must be below workspace_max[{axis}] = {}",
                     self.workspace_min[axis], self.workspace_max[axis]
                 ));
             }
         }
-        if !(self.max_step_translation > 0.0 && self.max_step_rotation > 0.0) {
+        let positive = self.max_step_translation > 0.0 && self.max_step_rotation > 0.0;
+        if !positive {
             return Err("max_step_translation and max_step_rotation must be positive".into());
         }
         Ok(())

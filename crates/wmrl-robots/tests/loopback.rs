@@ -451,3 +451,96 @@ fn a_robot_speaking_another_protocol_version_is_refused_by_the_pool() {
     assert!(message.contains("panda-v2"), "{message}");
     assert!(message.contains("protocol version mismatch"), "{message}");
 }
+
+/// A real arm's shape: the scene is reset by a person and success is judged by one.
+struct OperatorArm(wmrl_robots::driver::SimDriver);
+
+impl wmrl_robots::driver::RobotDriver for OperatorArm {
+    fn info(&self) -> wmrl_robots::driver::DriverInfo {
+        wmrl_robots::driver::DriverInfo {
+            driver: "operator-arm".into(),
+            automatic_success: false,
+            ..self.0.info()
+        }
+    }
+    fn reset(
+        &mut self,
+        task: usize,
+        state: usize,
+    ) -> Result<wmrl_robots::driver::ResetStatus, wmrl_robots::driver::DriverError> {
+        self.0.reset(task, state)?;
+        Ok(wmrl_robots::driver::ResetStatus::NeedsOperator)
+    }
+    fn observe(&mut self) -> Result<wmrl_sim::Observation, wmrl_robots::driver::DriverError> {
+        self.0.observe()
+    }
+    fn step(
+        &mut self,
+        action: &[f32; 7],
+    ) -> Result<wmrl_robots::driver::StepReport, wmrl_robots::driver::DriverError> {
+        self.0
+            .step(action)
+            .map(|r| wmrl_robots::driver::StepReport {
+                success: false,
+                ..r
+            })
+    }
+    fn hold(&mut self) -> Result<(), wmrl_robots::driver::DriverError> {
+        self.0.hold()
+    }
+    fn emergency_stop(&mut self) {
+        self.0.emergency_stop()
+    }
+    fn end_effector_position(&self) -> [f32; 3] {
+        self.0.end_effector_position()
+    }
+}
+
+#[test]
+fn an_operator_run_robot_waits_for_the_reset_and_the_verdict() {
+    let endpoint = endpoint();
+    let session = NetOptions::listen_on(&endpoint).open().unwrap();
+    let robot_session = NetOptions::connect_to(&endpoint).open().unwrap();
+    let id = RobotId::new("panda-op").unwrap();
+    let _robot = wmrl_robots::daemon::RobotDaemon::spawn(
+        robot_session,
+        Box::new(OperatorArm(wmrl_robots::driver::SimDriver::new(
+            common::sim_options(16),
+        ))),
+        wmrl_robots::daemon::DaemonOptions::new(id.clone()),
+    )
+    .unwrap();
+    let trainer = RawTrainer::new(session, "panda-op");
+    trainer.put(Leaf::Episode, start(&id, 4, 8));
+    let (_, waiting) = trainer.status_until(5 * SECOND, |e| {
+        matches!(e, StatusEvent::AwaitingReset { .. })
+    });
+    assert!(waiting.is_some());
+    assert!(
+        trainer.observation(Duration::from_millis(300)).is_none(),
+        "no episode before the reset is confirmed"
+    );
+    trainer.put(Leaf::Operator, Message::Operator(OperatorEvent::ResetDone));
+    let obs = trainer
+        .observation(10 * SECOND)
+        .expect("starts after reset_done");
+    assert_eq!(obs.seq, 0);
+    trainer.put(
+        Leaf::Action,
+        chunk(&id, 4, 0, vec![wmrl_sim::NOOP_ACTION.to_vec(); 8]),
+    );
+    let (_, verdict) = trainer.status_until(5 * SECOND, |e| {
+        matches!(e, StatusEvent::AwaitingVerdict { .. })
+    });
+    assert!(verdict.is_some());
+    assert!(trainer.outcome(Duration::from_millis(200)).is_none());
+    trainer.put(
+        Leaf::Operator,
+        Message::Operator(OperatorEvent::SuccessConfirmed { success: true }),
+    );
+    let outcome = trainer
+        .outcome(10 * SECOND)
+        .expect("outcome after the verdict");
+    assert!(outcome.success);
+    assert_eq!((outcome.steps, outcome.execution_error), (8, None));
+}
