@@ -100,11 +100,12 @@ pub struct SimDriverOptions {
 
 impl Default for SimDriverOptions {
     fn default() -> Self {
-        let mut env = EnvConfig::default();
-        // The daemon enforces each episode's own step limit.
-        env.max_steps = usize::MAX / 2;
         SimDriverOptions {
-            env,
+            // The daemon enforces each episode's own step limit.
+            env: EnvConfig {
+                max_steps: usize::MAX / 2,
+                ..Default::default()
+            },
             realtime: false,
         }
     }
