@@ -205,3 +205,75 @@ fn eval_runs_a_checkpoint_in_the_simulator_and_writes_a_report_and_gif() {
         text(&bad)
     );
 }
+
+#[test]
+fn eval_runs_through_a_robot_daemon_over_zenoh() {
+    let dir = tempfile::tempdir().unwrap();
+    let (demos, run_dir) = (dir.path().join("demos"), dir.path().join("run"));
+    synthetic_demos(&demos);
+    let sft = wmrl(&[
+        "--device",
+        "cpu",
+        "sft",
+        "--demos",
+        demos.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--set",
+        "train.steps=2",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert!(sft.status.success(), "{}", text(&sft));
+    let endpoint = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("tcp/127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_wmrl"))
+        .args([
+            "robotd",
+            "--id",
+            "eval-robot",
+            "--listen",
+            &endpoint,
+            "--camera-size",
+            "32",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let eval = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "eval",
+        "--checkpoint",
+        run_dir.to_str().unwrap(),
+        "--tasks",
+        "0",
+        "--states",
+        "2",
+        "--max-steps",
+        "24",
+        "--gifs",
+        "0",
+        "--executor",
+        "zenoh",
+        "--connect",
+        &endpoint,
+    ]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(eval.status.success(), "{}", text(&eval));
+    let json: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(json["executor"], "zenoh");
+    let task = &json["report"]["tasks"][0];
+    assert_eq!(
+        task["episodes"].as_u64().unwrap() + task["execution_errors"].as_u64().unwrap(),
+        2
+    );
+    assert_eq!(
+        json["report"]["env_steps"].as_u64().unwrap(),
+        24 * task["episodes"].as_u64().unwrap()
+    );
+}
