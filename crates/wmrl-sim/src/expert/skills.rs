@@ -47,6 +47,12 @@ const HAND_ABOVE_TCP: f64 = 0.043;
 /// Speed of a drawer push (fraction of full scale).
 const PUSH_SPEED: f64 = 0.5;
 
+/// Control steps a drawer push may take before it counts as stalled.
+const PUSH_TIMEOUT: usize = 40;
+
+/// Further pushes after a stalled one.
+const PUSH_RETRIES: f64 = 3.0;
+
 /// Tilt of the fingers towards the push direction once a drawer is shut (rad):
 /// the fingertips then lead the hand, which would otherwise hit the drawer above
 /// before this one is closed.
@@ -580,6 +586,11 @@ fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Opti
     let rot = tip * down_orientation(yaw_of(&root));
     let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
     let tcp = env.ee_pose().translation.vector;
+    // A push that stalled (e.g. the load jammed): backed off, push again.
+    if ex.phase == 4 && ex.timer == 0 && !closed && ex.memo < PUSH_RETRIES {
+        ex.memo += 1.0;
+        ex.phase = 1;
+    }
     Some(match ex.phase {
         0 => Waypoint::new(
             Vector3::new(front_now.x, front_now.y, z) - axis * 0.05 + Vector3::new(0.0, 0.0, 0.12),
@@ -603,7 +614,7 @@ fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Opti
                 1.0,
             )
             .speed(PUSH_SPEED)
-            .timeout(80);
+            .timeout(PUSH_TIMEOUT);
             w.done = closed && ex.timer > 3;
             w.tol = 0.0;
             w
