@@ -1,6 +1,7 @@
 //! Running scripted experts: one episode, or a sweep over tasks and initial
 //! states in parallel (rayon), with per-task success rates.
 
+use nalgebra::Vector3;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -58,9 +59,42 @@ pub fn run_expert(
                 env.gripper_width()
             );
             for e in &w.entities {
-                let p = w.body_pose(e.root).translation.vector;
-                line += &format!(" {}=({:.3},{:.3},{:.3})", e.name, p.x, p.y, p.z);
+                let pose = w.body_pose(e.root);
+                let p = pose.translation.vector;
+                let tilt = (pose.rotation * Vector3::z()).z.acos();
+                let xa = pose.rotation * Vector3::x();
+                let tilt = format!("{tilt:.2},yaw{:.2}", xa.y.atan2(xa.x));
+                line += &format!(" {}=({:.3},{:.3},{:.3};{tilt})", e.name, p.x, p.y, p.z);
+                for l in &e.links {
+                    line += &format!(" {}={:.3}", l.name, w.joint_position(l.joint));
+                }
             }
+            // Which robot link (index along the chain) touches which entity.
+            let touched: Vec<String> = (0..w.entities.len())
+                .flat_map(|i| {
+                    let theirs = w.entity_colliders(i);
+                    w.robot
+                        .links
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, b)| {
+                            let ours: Vec<_> = w
+                                .colliders
+                                .iter()
+                                .filter(|c| c.body == **b)
+                                .map(|c| c.handle)
+                                .collect();
+                            w.in_contact(&ours, &theirs)
+                        })
+                        .map(|(l, _)| format!("{}@{l}", w.entities[i].name))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for &b in &w.robot.finger_bodies {
+                let p = w.body_pose(b).translation.vector;
+                line += &format!(" finger=({:.3},{:.3},{:.3})", p.x, p.y, p.z);
+            }
+            line += &format!(" touching={touched:?}");
             eprintln!("{line}");
         }
         let out = env.step(&action);

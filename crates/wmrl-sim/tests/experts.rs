@@ -46,3 +46,13 @@ fn stove_on_and_moka_pot_on_it() {
 fn book_in_the_caddy_back_compartment() {
     solves(5, 0);
 }
+
+#[test]
+fn bowl_in_the_bottom_drawer_and_drawer_shut() {
+    solves(3, 0);
+}
+
+#[test]
+fn cream_cheese_and_butter_in_the_basket() {
+    solves(1, 0);
+}

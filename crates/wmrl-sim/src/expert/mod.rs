@@ -28,6 +28,8 @@ pub struct Expert {
     memo: f64,
     /// Grasp point frozen when the fingers start closing (targets stop following the object).
     anchor: Option<Vector3<f64>>,
+    /// Lowest TCP height for travelling between skills (above the last filled container's rim).
+    transit_z: f64,
 }
 
 impl Expert {
@@ -46,6 +48,7 @@ impl Expert {
             yaw: None,
             memo: 0.0,
             anchor: None,
+            transit_z: f64::NEG_INFINITY,
         }
     }
 

@@ -23,18 +23,22 @@ fn pick(object: &str, grasp: Grasp, place: Place) -> Skill {
 const CAN: Grasp = Grasp::Top {
     height: 0.04,
     yaw: None,
+    careful: false,
 };
 const FLAT_BOX: Grasp = Grasp::Top {
     height: 0.011,
     yaw: Some(std::f64::consts::FRAC_PI_2),
+    careful: false,
 };
 const MUG: Grasp = Grasp::Top {
     height: 0.065,
     yaw: Some(0.0),
+    careful: false,
 };
 const MOKA: Grasp = Grasp::Top {
     height: 0.11,
     yaw: Some(0.0),
+    careful: true,
 };
 const BASKET: &str = "basket_1_contain_region";
 /// The basket's rim above its floor (m).
@@ -86,7 +90,9 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
                     height: 0.038,
                     radius: 0.0495,
                 },
-                region("white_cabinet_1_bottom_region", [0.0, -0.045], 0.012, 0.05),
+                // Centred in the open part of the drawer: its back lies under the
+                // cabinet, its front wall would tip a bowl resting against it.
+                region("white_cabinet_1_bottom_region", [0.0, -0.032], 0.012, 0.05),
             ),
             Skill::PushDrawer {
                 fixture: "white_cabinet_1".into(),
@@ -114,6 +120,7 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
             grasp: Grasp::Top {
                 height: 0.115,
                 yaw: Some(0.0),
+                careful: false,
             },
             place: region("desk_caddy_1_back_contain_region", [0.0, 0.0], 0.012, 0.095),
             place_yaw: Some(0.0),
@@ -131,6 +138,7 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
                 Grasp::Top {
                     height: 0.018,
                     yaw: Some(std::f64::consts::FRAC_PI_2),
+                    careful: false,
                 },
                 region(
                     "living_room_table_plate_right_region",

@@ -13,8 +13,50 @@ use crate::env::SimEnv;
 use crate::physics::SimWorld;
 use crate::predicates::{RegionRef, resolve_region, site_frame};
 
+/// Retries of a grasp (missed, lost while carrying, or blocked on the way down).
+const MAX_GRASP_RETRIES: f64 = 2.0;
+
+/// A top grasp whose descent stops this far above the grasp point (m) landed
+/// on the object instead of around it.
+const DESCENT_BLOCKED: f64 = 0.015;
+
+/// Height of the pre-grasp point above the grasp point (m).
+const PRE_GRASP_HEIGHT: f64 = 0.10;
+
+/// Position tolerance above the object before descending (m).
+const PRE_GRASP_TOL: f64 = 0.015;
+
+/// Speed of the final descent onto an object (fraction of full scale).
+const DESCENT_SPEED: f64 = 0.5;
+
+/// Speed of a careful descent (see [`Grasp::Top`]'s `careful`).
+const CAREFUL_DESCENT_SPEED: f64 = 0.3;
+
+/// Horizontal distance (m) from the pre-grasp point beyond which an approach
+/// stays above the rim of the container the previous skill filled (the
+/// per-axis speed limit would otherwise drop the hand first and drag it
+/// through the rim).
+const TRANSIT_XY: f64 = 0.10;
+
+/// Height of the fingertips above a container's rim while leaving it (m).
+const TRANSIT_CLEARANCE: f64 = 0.03;
+
 /// Distance from the tool centre point up to the bottom of the hand body (m).
 const HAND_ABOVE_TCP: f64 = 0.043;
+
+/// Speed of a drawer push (fraction of full scale).
+const PUSH_SPEED: f64 = 0.5;
+
+/// Control steps a drawer push may take before it counts as stalled.
+const PUSH_TIMEOUT: usize = 40;
+
+/// Further pushes after a stalled one.
+const PUSH_RETRIES: f64 = 3.0;
+
+/// Tilt of the fingers towards the push direction once a drawer is shut (rad):
+/// the fingertips then lead the hand, which would otherwise hit the drawer above
+/// before this one is closed.
+const PUSH_TILT: f64 = 0.6;
 
 /// How to grasp an object.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +68,10 @@ pub enum Grasp {
         height: f64,
         /// Closing direction relative to the object's yaw (rad).
         yaw: Option<f64>,
+        /// For tall objects whose top the open fingers clear by only a few
+        /// millimetres per side: descend slowly (a fast descent swings the hand
+        /// off the object's axis) and back off and retry if the fingers land on top.
+        careful: bool,
     },
     /// From above on a ring wall at `radius`, closing radially, on the side facing the robot.
     Rim {
@@ -240,7 +286,7 @@ fn pick_place(
     let o = obj.translation.vector;
     let table = world.table_top;
     let (grasp_pos, height, side) = match grasp {
-        Grasp::Top { height, yaw } => {
+        Grasp::Top { height, yaw, .. } => {
             let yaw = *ex.yaw.get_or_insert_with(|| match yaw {
                 Some(off) => nearest_equivalent_yaw(yaw_of(&obj) + off, current_yaw(&ee)),
                 None => clear_yaw(world, object, &o, *height, current_yaw(&ee)),
@@ -272,6 +318,17 @@ fn pick_place(
     };
     // Once the fingers close, targets stop following the object (it moves with the hand).
     let closing = if side.is_some() { 3 } else { 2 };
+    // The descent ended on top of the object (fingers on its rim, not around it):
+    // back up and approach again rather than close and knock it over.
+    if matches!(grasp, Grasp::Top { careful: true, .. })
+        && ex.phase == closing
+        && ex.timer == 0
+        && tcp.z > grasp_pos.z + DESCENT_BLOCKED
+        && ex.memo < MAX_GRASP_RETRIES
+    {
+        ex.memo += 1.0;
+        ex.phase = 0;
+    }
     if ex.phase < closing {
         ex.anchor = None;
     }
@@ -296,6 +353,10 @@ fn pick_place(
         } => {
             let (c, floor, owner_yaw) = region_target(env, region)?;
             let release = (floor + drop + height).max(floor + rim + 0.01 - HAND_ABOVE_TCP);
+            // Leaving a container: the next approach must keep the fingers above its rim.
+            if *rim > 0.0 && ex.phase >= 6 {
+                ex.transit_z = floor + rim + TRANSIT_CLEARANCE;
+            }
             (
                 Vector3::new(c.x + offset[0], c.y + offset[1], 0.0),
                 floor,
@@ -335,7 +396,7 @@ fn pick_place(
     let carrying_phases = if side.is_some() { 4..7 } else { 3..6 };
     if carrying_phases.contains(&ex.phase) && ex.timer > 2 {
         let lost = env.gripper_width() < 0.004 || held.xy().norm() > 0.08;
-        if lost && ex.memo < 2.0 {
+        if lost && ex.memo < MAX_GRASP_RETRIES {
             ex.memo += 1.0;
             ex.phase = 0;
             ex.timer = 0;
@@ -345,13 +406,22 @@ fn pick_place(
     }
     Some(match (side, ex.phase) {
         // Top and rim grasps.
-        (None, 0) => Waypoint::new(grasp_pos + Vector3::new(0.0, 0.0, 0.10), grasp_rot, -1.0)
-            .tol(0.015)
-            .timeout(80),
+        (None, 0) => {
+            let mut above = grasp_pos + Vector3::new(0.0, 0.0, PRE_GRASP_HEIGHT);
+            if (above.xy() - tcp.xy()).norm() > TRANSIT_XY {
+                above.z = above.z.max(ex.transit_z);
+            }
+            Waypoint::new(above, grasp_rot, -1.0)
+                .tol(PRE_GRASP_TOL)
+                .timeout(80)
+        }
         (None, 1) => Waypoint::new(grasp_pos, grasp_rot, -1.0)
-            .speed(0.5)
+            .speed(match grasp {
+                Grasp::Top { careful: true, .. } => CAREFUL_DESCENT_SPEED,
+                _ => DESCENT_SPEED,
+            })
             .tol(0.006)
-            .timeout(40),
+            .timeout(60),
         (None, 2) => Waypoint::new(grasp_pos, grasp_rot, 1.0)
             .hold(10)
             .timeout(12),
@@ -505,9 +575,22 @@ fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Opti
     let front_now = origin.coords + axis * (q + front_local);
     let front_closed = origin.coords + axis * (0.008 + front_local);
     let z = origin.z + 0.035;
-    let rot = down_orientation(yaw_of(&root));
+    // Fingers tipped towards the push as the drawer shuts, so the hand trails
+    // behind them and clears the drawer above (upright while far out, where a
+    // tipped wrist would swing back into whatever stands behind the robot's hand).
+    let shut = ((q - spec.range[0]) / (0.0 - spec.range[0])).clamp(0.0, 1.0);
+    let tip = UnitQuaternion::from_axis_angle(
+        &nalgebra::Unit::new_normalize(axis.cross(&Vector3::z())),
+        PUSH_TILT * shut,
+    );
+    let rot = tip * down_orientation(yaw_of(&root));
     let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
     let tcp = env.ee_pose().translation.vector;
+    // A push that stalled (e.g. the load jammed): backed off, push again.
+    if ex.phase == 4 && ex.timer == 0 && !closed && ex.memo < PUSH_RETRIES {
+        ex.memo += 1.0;
+        ex.phase = 1;
+    }
     Some(match ex.phase {
         0 => Waypoint::new(
             Vector3::new(front_now.x, front_now.y, z) - axis * 0.05 + Vector3::new(0.0, 0.0, 0.12),
@@ -530,8 +613,8 @@ fn push_drawer(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Opti
                 rot,
                 1.0,
             )
-            .speed(0.5)
-            .timeout(80);
+            .speed(PUSH_SPEED)
+            .timeout(PUSH_TIMEOUT);
             w.done = closed && ex.timer > 3;
             w.tol = 0.0;
             w
