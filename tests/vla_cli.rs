@@ -29,6 +29,27 @@ fn synthetic_demos(dir: &Path) {
     }
 }
 
+/// A `tiny` checkpoint after two behaviour-cloning steps on synthetic demos.
+fn tiny_checkpoint(dir: &Path) -> std::path::PathBuf {
+    let (demos, run_dir) = (dir.join("demos"), dir.join("run"));
+    synthetic_demos(&demos);
+    let sft = wmrl(&[
+        "--device",
+        "cpu",
+        "sft",
+        "--demos",
+        demos.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--set",
+        "train.steps=2",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert!(sft.status.success(), "{}", text(&sft));
+    run_dir
+}
+
 #[test]
 fn sft_writes_a_checkpoint_metrics_and_plots_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,22 +160,7 @@ fn corrupt_demonstration_is_named_and_stops_sft_and_check() {
 #[test]
 fn eval_runs_a_checkpoint_in_the_simulator_and_writes_a_report_and_gif() {
     let dir = tempfile::tempdir().unwrap();
-    let (demos, run_dir) = (dir.path().join("demos"), dir.path().join("run"));
-    synthetic_demos(&demos);
-    let sft = wmrl(&[
-        "--device",
-        "cpu",
-        "sft",
-        "--demos",
-        demos.to_str().unwrap(),
-        "--config",
-        "tiny",
-        "--set",
-        "train.steps=2",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ]);
-    assert!(sft.status.success(), "{}", text(&sft));
+    let run_dir = tiny_checkpoint(dir.path());
     // An untrained policy on two states of task 0 for 24 steps: it fails, and a GIF is written.
     let eval = wmrl(&[
         "--device",
@@ -209,22 +215,7 @@ fn eval_runs_a_checkpoint_in_the_simulator_and_writes_a_report_and_gif() {
 #[test]
 fn eval_runs_through_a_robot_daemon_over_zenoh() {
     let dir = tempfile::tempdir().unwrap();
-    let (demos, run_dir) = (dir.path().join("demos"), dir.path().join("run"));
-    synthetic_demos(&demos);
-    let sft = wmrl(&[
-        "--device",
-        "cpu",
-        "sft",
-        "--demos",
-        demos.to_str().unwrap(),
-        "--config",
-        "tiny",
-        "--set",
-        "train.steps=2",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ]);
-    assert!(sft.status.success(), "{}", text(&sft));
+    let run_dir = tiny_checkpoint(dir.path());
     let endpoint = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("tcp/127.0.0.1:{}", listener.local_addr().unwrap().port())

@@ -11,7 +11,6 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use zenoh::qos::CongestionControl;
 use zenoh::{Session, Wait};
 
 use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
@@ -128,13 +127,8 @@ fn round_trips(
         .wait()
         .map_err(|e| Error::zenoh("subscribing to outcomes", e))?;
     std::thread::sleep(Duration::from_millis(300));
-    let put = |leaf: Leaf, message: Message| -> Result<()> {
-        trainer
-            .put(robot.key(leaf), protocol::encode(&message))
-            .congestion_control(CongestionControl::Block)
-            .wait()
-            .map_err(|e| Error::zenoh("publishing", e))
-    };
+    let put =
+        |leaf: Leaf, message: Message| crate::net::publish(trainer, &robot.key(leaf), &message);
     let wait_obs = || -> Result<u64> {
         let sample = obs
             .recv_timeout(Duration::from_secs(10))

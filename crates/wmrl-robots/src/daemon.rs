@@ -18,7 +18,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use zenoh::qos::CongestionControl;
 use zenoh::{Session, Wait};
 
 use crate::driver::{ResetStatus, RobotDriver};
@@ -734,14 +733,8 @@ impl Server {
     }
 
     fn put(&self, leaf: Leaf, message: &Message) {
-        let key = self.id.key(leaf);
-        if let Err(e) = self
-            .session
-            .put(&key, protocol::encode(message))
-            .congestion_control(CongestionControl::Block)
-            .wait()
-        {
-            tracing::warn!("publishing on {key}: {e}");
+        if let Err(e) = crate::net::publish(&self.session, &self.id.key(leaf), message) {
+            tracing::warn!("{e}");
         }
     }
 }

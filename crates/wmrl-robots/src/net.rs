@@ -87,6 +87,16 @@ impl NetOptions {
     }
 }
 
+/// Publishes one protocol message reliably: control messages and
+/// observations are never dropped under congestion (the publisher waits).
+pub fn publish(session: &Session, key: &str, message: &crate::protocol::Message) -> Result<()> {
+    session
+        .put(key, crate::protocol::encode(message))
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .wait()
+        .map_err(|e| Error::zenoh(format!("publishing on {key}"), e))
+}
+
 /// Loads a zenoh JSON5 config file, naming the file in any error.
 pub fn load_config(path: &Path) -> Result<Config> {
     if !path.exists() {

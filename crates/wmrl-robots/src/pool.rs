@@ -18,7 +18,6 @@ use image::RgbImage;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use zenoh::qos::CongestionControl;
 use zenoh::sample::SampleKind;
 use zenoh::{Session, Wait};
 
@@ -383,11 +382,7 @@ impl ZenohExecutorPool {
     }
 
     fn put(&self, key: &str, message: &Message) -> Result<()> {
-        self.session
-            .put(key, protocol::encode(message))
-            .congestion_control(CongestionControl::Block)
-            .wait()
-            .map_err(|e| Error::zenoh(format!("publishing on {key}"), e))
+        crate::net::publish(&self.session, key, message)
     }
 
     fn dispatch(
