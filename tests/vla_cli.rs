@@ -268,3 +268,196 @@ fn eval_runs_through_a_robot_daemon_over_zenoh() {
         24 * task["episodes"].as_u64().unwrap()
     );
 }
+
+/// `wmrl wm collect`, `wm train`, `wm eval` and `bench wm` on the tiny
+/// configs: the world model trains on demonstrations (successes) and
+/// recorded policy rollouts (failures), reports its score quality with a
+/// reliability plot, and the benchmark reports both throughputs; bad input
+/// names the file.
+#[test]
+fn world_model_collect_train_eval_and_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = tiny_checkpoint(dir.path());
+    let ckpt = checkpoint.to_str().unwrap();
+    let rollouts = dir.path().join("rollouts.wmlat");
+    let collect = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "wm",
+        "collect",
+        "--policy",
+        ckpt,
+        "--out",
+        rollouts.to_str().unwrap(),
+        "--tasks",
+        "0,5",
+        "--states",
+        "2",
+        "--max-steps",
+        "16",
+        "--envs",
+        "4",
+    ]);
+    assert!(collect.status.success(), "{}", text(&collect));
+    let summary: serde_json::Value = serde_json::from_slice(&collect.stdout).unwrap();
+    assert_eq!(summary["episodes"], 4, "{summary}");
+
+    let wm_dir = dir.path().join("wm");
+    let train = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "wm",
+        "train",
+        "--policy",
+        ckpt,
+        "--demos",
+        dir.path().join("demos").to_str().unwrap(),
+        "--episodes",
+        rollouts.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--set",
+        "train.steps=6",
+        "--set",
+        "train.log_every=2",
+        "--out",
+        wm_dir.to_str().unwrap(),
+    ]);
+    assert!(train.status.success(), "{}", text(&train));
+    for file in [
+        "world_model.safetensors",
+        "world_model.json",
+        "metrics.jsonl",
+        "losses.png",
+    ] {
+        assert!(wm_dir.join(file).exists(), "{file}");
+    }
+    let info: serde_json::Value = serde_json::from_slice(&train.stdout).unwrap();
+    assert_eq!(info["fit"]["steps"], 6, "{info}");
+    assert_eq!(info["fit"]["episodes"], 12 + 4, "{info}");
+
+    let eval = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "wm",
+        "eval",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--episodes",
+        rollouts.to_str().unwrap(),
+    ]);
+    assert!(eval.status.success(), "{}", text(&eval));
+    let report: serde_json::Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(report["score"]["episodes"], 4, "{report}");
+    assert!(report["score"]["brier"].as_f64().unwrap() >= 0.0);
+    assert!(wm_dir.join("eval/reliability.png").exists());
+    assert!(wm_dir.join("eval/wm_eval.json").exists());
+
+    let bench = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "bench",
+        "wm",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--simulated",
+        "2",
+        "--imagined",
+        "8",
+        "--envs",
+        "2",
+        "--max-steps",
+        "16",
+    ]);
+    assert!(bench.status.success(), "{}", text(&bench));
+    let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    let wm = &figures["wm"];
+    assert_eq!(
+        (
+            wm["simulated_episodes"].as_u64(),
+            wm["imagined_episodes"].as_u64()
+        ),
+        (Some(2), Some(8))
+    );
+    assert!(wm["episode_ratio"].as_f64().unwrap() > 0.0, "{figures}");
+
+    // A truncated episode file is named, and nothing is written.
+    let bytes = std::fs::read(&rollouts).unwrap();
+    std::fs::write(&rollouts, &bytes[..bytes.len() / 2]).unwrap();
+    let bad = wmrl(&[
+        "--device",
+        "cpu",
+        "wm",
+        "eval",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--episodes",
+        rollouts.to_str().unwrap(),
+        "--out",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    let message = text(&bad);
+    assert!(
+        message.contains("rollouts.wmlat") && message.contains("truncated"),
+        "{message}"
+    );
+    assert!(!dir.path().join("bad/wm_eval.json").exists());
+    // Training into a folder that holds a world model is refused; nothing changes.
+    let weights = std::fs::read(wm_dir.join("world_model.safetensors")).unwrap();
+    let again = wmrl(&[
+        "--device",
+        "cpu",
+        "wm",
+        "train",
+        "--policy",
+        ckpt,
+        "--demos",
+        dir.path().join("demos").to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--out",
+        wm_dir.to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("already holds a world model"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(
+        std::fs::read(wm_dir.join("world_model.safetensors")).unwrap(),
+        weights
+    );
+    // A world model without successes in its data is refused with a reason.
+    let refused = wmrl(&[
+        "--device",
+        "cpu",
+        "wm",
+        "train",
+        "--policy",
+        ckpt,
+        "--demos",
+        dir.path().join("demos").to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--out",
+        dir.path().join("wm2").to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("both successes and failures"),
+        "{}",
+        text(&refused)
+    );
+}

@@ -26,6 +26,9 @@ pub enum BenchTarget {
     /// Robots over zenoh on loopback: action round trip p50/p99 and episodes/s
     /// through simulator-backed daemons versus the in-process simulator.
     Robots(RobotsBenchArgs),
+    /// World model: imagined episodes/s against simulated episodes/s with the
+    /// same policy and prompts, as a ratio from one run.
+    Wm(WmBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -42,6 +45,10 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
                 "robots".into(),
                 bench_robots(global, &RobotsBenchArgs::default())?,
             );
+            results.insert("wm".into(), bench_wm(global, &WmBenchArgs::default())?);
+        }
+        BenchTarget::Wm(args) => {
+            results.insert("wm".into(), bench_wm(global, &args)?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
@@ -235,5 +242,137 @@ fn bench_robots(global: &GlobalArgs, args: &RobotsBenchArgs) -> anyhow::Result<s
     let mut value = serde_json::to_value(result)?;
     value["policy_config"] = args.config.clone().into();
     value["device"] = format!("{device:?}").into();
+    Ok(value)
+}
+
+/// Arguments of `wmrl bench wm`.
+#[derive(Debug, Args)]
+pub struct WmBenchArgs {
+    /// Policy checkpoint (default: a randomly initialised policy of --config).
+    #[arg(long)]
+    pub policy: Option<std::path::PathBuf>,
+    /// Policy config when no checkpoint is given.
+    #[arg(long, default_value = "cpu")]
+    pub config: String,
+    /// World-model checkpoint (default: a fresh model of --wm-config).
+    #[arg(long)]
+    pub wm: Option<std::path::PathBuf>,
+    /// World-model config when no checkpoint is given.
+    #[arg(long, default_value = "cpu")]
+    pub wm_config: String,
+    /// Simulated episodes.
+    #[arg(long, default_value_t = 16)]
+    pub simulated: usize,
+    /// Imagined episodes.
+    #[arg(long, default_value_t = 512)]
+    pub imagined: usize,
+    /// Simulated environments stepped in parallel.
+    #[arg(long, default_value_t = 16)]
+    pub envs: usize,
+    /// Control steps per episode, in both worlds.
+    #[arg(long, default_value_t = 520)]
+    pub max_steps: usize,
+    /// Sampling temperature, in both worlds.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+}
+
+impl Default for WmBenchArgs {
+    fn default() -> Self {
+        Self {
+            policy: None,
+            config: "cpu".into(),
+            wm: None,
+            wm_config: "cpu".into(),
+            simulated: 16,
+            imagined: 512,
+            envs: 16,
+            max_steps: 520,
+            temperature: 1.0,
+        }
+    }
+}
+
+fn bench_wm(global: &GlobalArgs, args: &WmBenchArgs) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let device = wmrl_tch::select_device(global.device)?;
+    let tasks = wmrl_vla::sim::suite_tasks();
+    tch::manual_seed(0);
+    let (policy, encoder_copy) = match &args.policy {
+        Some(path) => (
+            wmrl_vla::checkpoint::load(path, device)
+                .with_context(|| format!("loading the policy checkpoint {}", path.display()))?,
+            wmrl_vla::checkpoint::load(path, device)?,
+        ),
+        None => {
+            let config = wmrl_vla::VlaConfig::load(&args.config, &[])?;
+            let tokenizer =
+                wmrl_vla::Tokenizer::from_instructions(tasks.iter().map(|(_, t)| t.as_str()));
+            let policy = wmrl_vla::VlaPolicy::new(config.model, tokenizer, device)?;
+            let mut copy = wmrl_vla::VlaPolicy::new(
+                policy.config().clone(),
+                policy.tokenizer().clone(),
+                device,
+            )?;
+            copy.var_store_mut().copy(policy.var_store())?;
+            (policy, copy)
+        }
+    };
+    let dims = wmrl_wm::Dims::of(&policy);
+    let mut model = match &args.wm {
+        Some(dir) => {
+            wmrl_wm::checkpoint::load(dir, &dims, Some(&policy.encoder_fingerprint()), device)
+                .with_context(|| format!("loading the world model {}", dir.display()))?
+        }
+        None => wmrl_wm::LatentWorldModel::new(
+            wmrl_wm::WmConfig::load(&args.wm_config, &[])?,
+            dims,
+            policy.encoder_fingerprint(),
+            device,
+        )?,
+    };
+    model.imagine_config_mut().horizon_steps = args.max_steps;
+    model.imagine_config_mut().temperature = args.temperature;
+    let mut sim_options = wmrl_vla::sim::SimExecutorOptions {
+        temperature: args.temperature,
+        ..Default::default()
+    };
+    sim_options.env.max_steps = args.max_steps;
+    let starts = Box::new(wmrl_wm::SimStarts::new(sim_options.env.clone()));
+    let mut world_model = wmrl_wm::VlaWorldModel::new(model, encoder_copy, starts)?;
+    let prompts: Vec<_> = tasks
+        .iter()
+        .map(|(task, instruction)| wmrl_vla::rollout::TaskPrompt {
+            task_index: *task,
+            state_index: 0,
+            instruction: instruction.clone(),
+        })
+        .collect();
+    let report = wmrl_wm::bench::bench_world_model(
+        &policy,
+        &mut world_model,
+        &sim_options,
+        args.envs,
+        &prompts,
+        args.simulated,
+        args.imagined,
+    )?;
+    let mut value = serde_json::to_value(report)?;
+    value["policy"] = args
+        .policy
+        .as_ref()
+        .map_or(format!("random {}", args.config), |p| {
+            p.display().to_string()
+        })
+        .into();
+    value["world_model"] = args
+        .wm
+        .as_ref()
+        .map_or(format!("fresh {}", args.wm_config), |p| {
+            p.display().to_string()
+        })
+        .into();
+    value["device"] = format!("{device:?}").into();
+    value["threads"] = rayon::current_num_threads().into();
     Ok(value)
 }

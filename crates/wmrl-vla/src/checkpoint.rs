@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind, Tensor, nn};
 
 use crate::config::ModelConfig;
 use crate::model::VlaPolicy;
@@ -66,15 +66,21 @@ impl View for OwnedView {
     }
 }
 
-/// Named tensors of a policy, sorted by name.
-fn named_tensors(policy: &VlaPolicy) -> BTreeMap<String, Tensor> {
-    policy.var_store().variables().into_iter().collect()
+/// Named tensors of a variable store, sorted by name.
+fn named_tensors(vs: &nn::VarStore) -> BTreeMap<String, Tensor> {
+    vs.variables().into_iter().collect()
 }
 
 /// Serialises every tensor of `policy` to safetensors bytes.
 pub fn weights_bytes(policy: &VlaPolicy) -> Result<Vec<u8>> {
+    var_store_bytes(policy.var_store())
+}
+
+/// Serialises every tensor of a variable store (as f32) to safetensors bytes.
+/// Other models (the world model) save their weights with it too.
+pub fn var_store_bytes(vs: &nn::VarStore) -> Result<Vec<u8>> {
     let mut views = Vec::new();
-    for (name, tensor) in named_tensors(policy) {
+    for (name, tensor) in named_tensors(vs) {
         let cpu = tensor
             .detach()
             .to_device(Device::Cpu)
@@ -144,6 +150,13 @@ pub fn load(dir: &Path, device: Device) -> Result<VlaPolicy> {
 /// Copies the tensors of a safetensors file into `policy`, after checking that
 /// names, shapes and dtypes match exactly.
 pub fn load_weights(policy: &mut VlaPolicy, path: &Path) -> Result<()> {
+    load_var_store(policy.var_store_mut(), path)
+}
+
+/// Copies the tensors of a safetensors file into a variable store, after
+/// checking that names, shapes and dtypes match exactly (nothing is copied
+/// when any tensor is missing, extra or of another shape).
+pub fn load_var_store(vs: &mut nn::VarStore, path: &Path) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -152,7 +165,7 @@ pub fn load_weights(policy: &mut VlaPolicy, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         message: format!("not a safetensors file: {e:?}"),
     })?;
-    let model = named_tensors(policy);
+    let model = named_tensors(vs);
     for (name, tensor) in &model {
         let expected = tensor.size();
         let view = file.tensor(name).map_err(|_| Error::MissingTensor {

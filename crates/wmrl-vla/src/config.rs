@@ -351,8 +351,9 @@ impl VlaConfig {
     }
 }
 
-/// Applies one `a.b.c=value` override; the value is parsed as TOML, else taken as a string.
-fn apply_override(table: &mut toml::Table, set: &str) -> Result<()> {
+/// Applies one `a.b.c=value` override (from `--set`) to a parsed TOML table;
+/// the value is parsed as TOML, else taken as a string.
+pub fn apply_override(table: &mut toml::Table, set: &str) -> Result<()> {
     let bad = |message: String| Error::Config {
         origin: format!("--set {set}"),
         message,

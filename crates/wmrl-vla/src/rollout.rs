@@ -29,7 +29,7 @@ pub struct TaskPrompt {
 }
 
 /// An episode produced by running a policy.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EpisodeRecord {
     /// Task index.
     pub task_index: usize,
@@ -43,6 +43,21 @@ pub struct EpisodeRecord {
     pub chunks: Vec<ActionChunk>,
     /// Agent-view frames, when the executor records them (for GIFs).
     pub frames: Vec<RgbImage>,
+    /// The observation at every chunk boundary (after the reset, then after
+    /// each executed chunk), when the executor records them: what a world
+    /// model learns its dynamics from. Empty otherwise.
+    pub observations: Vec<RecordedObservation>,
+}
+
+/// One observation of an executed episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedObservation {
+    /// Third-person camera image.
+    pub agent_view: RgbImage,
+    /// Wrist camera image.
+    pub wrist_view: RgbImage,
+    /// Proprioception.
+    pub proprio: Vec<f32>,
 }
 
 /// A fixed list of tasks with `states` initial states each.
@@ -111,6 +126,20 @@ impl Adapter for VlaAdapter {
 
     fn task(&self, prompt: &TaskPrompt) -> TaskId {
         prompt.task_index as TaskId
+    }
+}
+
+/// Access to the VLA inside a policy type: the VLA itself, or a learner
+/// that wraps it. A world model acts with the VLA's action head on latents,
+/// so it accepts any policy type that can lend its VLA.
+pub trait AsVlaPolicy {
+    /// The VLA.
+    fn as_vla(&self) -> &VlaPolicy;
+}
+
+impl AsVlaPolicy for VlaPolicy {
+    fn as_vla(&self) -> &VlaPolicy {
+        self
     }
 }
 

@@ -56,6 +56,10 @@ impl ResidualBlock {
     }
 }
 
+/// Variable-name prefixes of the observation encoder (see [`VlaPolicy::encode`]).
+pub const ENCODER_PREFIXES: [&str; 4] =
+    ["agent_view.", "wrist_view.", "latent_proj.", "latent_norm."];
+
 /// The compact VLA: weights live in its own [`nn::VarStore`].
 #[derive(Debug)]
 pub struct VlaPolicy {
@@ -216,6 +220,48 @@ impl VlaPolicy {
             .sum::<usize>() as i64
     }
 
+    /// Names of the observation encoder's weights (both cameras and the latent
+    /// projection): the part of the policy a world model shares.
+    pub fn encoder_variable_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .vs
+            .variables()
+            .into_keys()
+            .filter(|n| ENCODER_PREFIXES.iter().any(|p| n.starts_with(p)))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A fingerprint (FNV-1a over names, shapes and f32 bytes) of the
+    /// observation encoder's weights. A world model trained on this encoder's
+    /// latents records it and refuses a policy with another encoder.
+    pub fn encoder_fingerprint(&self) -> String {
+        let variables = self.vs.variables();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for name in self.encoder_variable_names() {
+            let t = variables[&name]
+                .detach()
+                .to_device(Device::Cpu)
+                .to_kind(Kind::Float)
+                .contiguous();
+            eat(name.as_bytes());
+            for d in t.size() {
+                eat(&d.to_le_bytes());
+            }
+            let values: Vec<f32> = Vec::try_from(t.flatten(0, -1)).unwrap_or_default();
+            for v in values {
+                eat(&v.to_le_bytes());
+            }
+        }
+        format!("{hash:016x}")
+    }
+
     /// Sets the proprioception normalisation `(p - mean) / std` (stored with the weights).
     pub fn set_proprio_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<()> {
         let dim = self.config.proprio_dim as usize;
@@ -240,7 +286,7 @@ impl VlaPolicy {
         let mut ids = Vec::with_capacity(instructions.len() * max_len);
         for text in instructions {
             let encoded = self.tokenizer.encode(text, max_len);
-            if !encoded.unknown.is_empty() || encoded.truncated {
+            if (!encoded.unknown.is_empty() || encoded.truncated) && first_warning(text) {
                 tracing::warn!(instruction = %text, unknown = ?encoded.unknown, truncated = encoded.truncated,
                     "instruction has words outside the training vocabulary or is too long");
             }
@@ -314,6 +360,21 @@ impl VlaPolicy {
     ) -> Tensor {
         let latent = self.encode(agent_view, wrist_view);
         self.act(&latent, proprio, &self.encode_instructions(ids))
+    }
+}
+
+/// True the first time an instruction is seen by this process, so a
+/// vocabulary or length warning is logged once per instruction, not per batch.
+fn first_warning(instruction: &str) -> bool {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.iter().any(|s| s == instruction) {
+        false
+    } else {
+        seen.push(instruction.to_string());
+        true
     }
 }
 

@@ -16,7 +16,7 @@ use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
 use wmrl_sim::{ACTION_DIM, Action, EnvConfig, Observation, SimEnv};
 
 use crate::inference::PolicyInput;
-use crate::rollout::{ClosedLoopActor, EpisodeRecord, TaskPrompt, VlaAdapter};
+use crate::rollout::{ClosedLoopActor, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter};
 use crate::{Error, Result};
 
 /// Executor settings.
@@ -30,6 +30,9 @@ pub struct SimExecutorOptions {
     pub temperature: f64,
     /// Record every n-th agent-view frame (0 = none, default).
     pub record_every: usize,
+    /// Record the observation at every chunk boundary in
+    /// `EpisodeRecord::observations` (for a world model's replay buffer).
+    pub record_observations: bool,
 }
 
 impl Default for SimExecutorOptions {
@@ -39,6 +42,7 @@ impl Default for SimExecutorOptions {
             execute_steps: None,
             temperature: 0.0,
             record_every: 0,
+            record_observations: false,
         }
     }
 }
@@ -90,6 +94,7 @@ impl SimExecutor {
         wave: &[EpisodeRequest<'_, TaskPrompt>],
     ) -> Result<Vec<Execution<EpisodeRecord>>> {
         let record_every = self.options.record_every;
+        let record_observations = self.options.record_observations;
         let execute = self
             .options
             .execute_steps
@@ -111,6 +116,13 @@ impl SimExecutor {
                 };
                 if record_every > 0 {
                     record.frames.push(observation.agent_view.clone());
+                }
+                if record_observations {
+                    record.observations.push(RecordedObservation {
+                        agent_view: observation.agent_view.clone(),
+                        wrist_view: observation.wrist_view.clone(),
+                        proprio: observation.proprio.to_vec(),
+                    });
                 }
                 Ok(Running {
                     proprio: observation.proprio.to_vec(),
@@ -184,6 +196,13 @@ impl SimExecutor {
                         }
                     }
                     run.record.chunks.push(chunk);
+                    if record_observations {
+                        run.record.observations.push(RecordedObservation {
+                            agent_view: run.observation.agent_view.clone(),
+                            wrist_view: run.observation.wrist_view.clone(),
+                            proprio: run.proprio.clone(),
+                        });
+                    }
                 });
         }
         Ok(running

@@ -1,0 +1,148 @@
+//! World-model checkpoints, in the same form as the policy's: a folder with
+//! `world_model.safetensors` (every tensor, f32) and `world_model.json`
+//! (config, sizes, the encoder fingerprint, provenance), both written
+//! atomically. Loading builds the architecture from the JSON and checks every
+//! tensor's name and shape before copying anything.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use crate::config::WmConfig;
+use crate::model::LatentWorldModel;
+use crate::trajectory::Dims;
+use crate::{Error, Result};
+
+/// Weights file inside a world-model checkpoint folder.
+pub const WEIGHTS_FILE: &str = "world_model.safetensors";
+/// Config file inside a world-model checkpoint folder.
+pub const CONFIG_FILE: &str = "world_model.json";
+const FORMAT: &str = "wmrl-wm";
+const VERSION: u32 = 1;
+
+/// Sizes shared with the policy, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredDims {
+    /// Latent size.
+    pub latent: usize,
+    /// Proprioception size.
+    pub proprio: usize,
+    /// Control steps per chunk.
+    pub chunk_len: usize,
+    /// Values per action.
+    pub action_dim: usize,
+}
+
+/// `world_model.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WmCheckpointConfig {
+    /// Always `wmrl-wm`.
+    pub format: String,
+    /// Format version (1).
+    pub version: u32,
+    /// Architecture, imagination, training, replay.
+    pub config: WmConfig,
+    /// Sizes shared with the policy.
+    pub dims: StoredDims,
+    /// Fingerprint of the policy encoder the latents come from.
+    pub encoder: String,
+    /// Provenance (data, steps, losses); not read back.
+    #[serde(default)]
+    pub info: serde_json::Value,
+}
+
+/// Writes `dir/world_model.safetensors` then `dir/world_model.json`, atomically.
+pub fn save(model: &LatentWorldModel, dir: &Path, info: serde_json::Value) -> Result<()> {
+    let _span = tracing::info_span!("save_world_model", dir = %dir.display()).entered();
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.into(),
+        source,
+    })?;
+    let bytes = wmrl_vla::checkpoint::var_store_bytes(model.var_store())?;
+    wmrl_report::write_atomic(&dir.join(WEIGHTS_FILE), &bytes)?;
+    let d = model.dims();
+    let config = WmCheckpointConfig {
+        format: FORMAT.into(),
+        version: VERSION,
+        config: model.config().clone(),
+        dims: StoredDims {
+            latent: d.latent,
+            proprio: d.proprio,
+            chunk_len: d.chunk_len,
+            action_dim: d.action_dim,
+        },
+        encoder: model.encoder().into(),
+        info,
+    };
+    wmrl_report::write_json_atomic(&dir.join(CONFIG_FILE), &config)?;
+    Ok(())
+}
+
+/// Reads and checks `dir/world_model.json`.
+pub fn read_config(dir: &Path) -> Result<WmCheckpointConfig> {
+    let path = dir.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let config: WmCheckpointConfig = serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.clone(),
+        source,
+    })?;
+    if config.format != FORMAT || config.version != VERSION {
+        return Err(Error::BadFile {
+            path,
+            message: format!(
+                "format `{}` version {} is not a {FORMAT} checkpoint of version {VERSION}",
+                config.format, config.version
+            ),
+        });
+    }
+    config.config.validate()?;
+    Ok(config)
+}
+
+/// Loads a world model for a policy of sizes `dims` whose encoder has
+/// fingerprint `encoder` (`None` skips the encoder check, for inspection).
+pub fn load(
+    dir: &Path,
+    dims: &Dims,
+    encoder: Option<&str>,
+    device: Device,
+) -> Result<LatentWorldModel> {
+    let _span = tracing::info_span!("load_world_model", dir = %dir.display()).entered();
+    let stored = read_config(dir)?;
+    let s = &stored.dims;
+    if (s.latent, s.proprio, s.chunk_len, s.action_dim)
+        != (dims.latent, dims.proprio, dims.chunk_len, dims.action_dim)
+    {
+        return Err(Error::mismatch(
+            format!(
+                "{}: sizes (latent, proprio, chunk_len, action_dim)",
+                dir.join(CONFIG_FILE).display()
+            ),
+            format!(
+                "the policy's ({}, {}, {}, {})",
+                dims.latent, dims.proprio, dims.chunk_len, dims.action_dim
+            ),
+            format!(
+                "({}, {}, {}, {})",
+                s.latent, s.proprio, s.chunk_len, s.action_dim
+            ),
+        ));
+    }
+    if let Some(expected) = encoder
+        && stored.encoder != expected
+    {
+        return Err(Error::EncoderMismatch {
+            expected: stored.encoder,
+            found: expected.into(),
+        });
+    }
+    let mut model = LatentWorldModel::new(stored.config, *dims, stored.encoder, device)?;
+    wmrl_vla::checkpoint::load_var_store(model.var_store_mut(), &dir.join(WEIGHTS_FILE))?;
+    Ok(model)
+}
