@@ -11,6 +11,7 @@
 //! - [`tokenizer`]: word-level instruction tokenizer saved with the checkpoint.
 //! - [`checkpoint`]: safetensors weights + JSON config, strict shape checks.
 //! - [`demos`]: the `.demo` episode format (checksummed) and dataset loading.
+//! - [`grpo`]: the learner: clipped-surrogate GRPO on action tokens (encoder frozen).
 //! - [`eval`]: per-task success through any anchor executor, failure GIFs.
 //! - [`rollout`]: the VLA domain for the core (prompts, episodes, closed-loop actor).
 //! - [`sft`]: behaviour cloning (AdamW, warm-up + cosine, clipping, random shifts).
@@ -27,6 +28,7 @@ pub mod demos;
 pub mod distribution;
 mod error;
 pub mod eval;
+pub mod grpo;
 pub mod inference;
 pub mod model;
 pub mod rollout;

@@ -47,6 +47,19 @@ pub struct EpisodeRecord {
     /// each executed chunk), when the executor records them: what a world
     /// model learns its dynamics from. Empty otherwise.
     pub observations: Vec<RecordedObservation>,
+    /// What the policy acted on before each chunk, when the producer knows
+    /// it without images (an imagined episode's latents): one per chunk.
+    /// Empty for executed episodes, whose `observations` are encoded instead.
+    pub inputs: Vec<ChunkInput>,
+}
+
+/// The policy's input before one chunk, in latent space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkInput {
+    /// Observation latent (`latent_dim` values).
+    pub latent: Vec<f32>,
+    /// Raw proprioception (`proprio_dim` values).
+    pub proprio: Vec<f32>,
 }
 
 /// One observation of an executed episode.

@@ -37,7 +37,9 @@ use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor};
 use wmrl_core::seams::{EpisodeRequest, ExecutedEpisode, Imagined, WorldModel};
 use wmrl_vla::inference::ActionChunk;
-use wmrl_vla::rollout::{AsVlaPolicy, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter};
+use wmrl_vla::rollout::{
+    AsVlaPolicy, ChunkInput, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter,
+};
 use wmrl_vla::{ActionDistribution, VlaPolicy};
 
 use crate::model::LatentWorldModel;
@@ -319,6 +321,11 @@ impl VlaWorldModel {
             }
             let b = live.len() as i64;
             let raw_p = self.model.raw_proprio(&pn);
+            // What the policy acts on, kept for the learner.
+            let z_rows: Vec<f32> = Vec::try_from(z.to_device(Device::Cpu).flatten(0, -1))
+                .map_err(Error::torch("reading latents"))?;
+            let p_rows: Vec<f32> = Vec::try_from(raw_p.to_device(Device::Cpu).flatten(0, -1))
+                .map_err(Error::torch("reading proprioception"))?;
             let logits = policy.act(
                 &z.to_device(policy.device()),
                 &raw_p.to_device(policy.device()),
@@ -375,6 +382,10 @@ impl VlaWorldModel {
                     continue;
                 }
                 let toks = tokens[i * per..(i + 1) * per].to_vec();
+                dream.record.inputs.push(ChunkInput {
+                    latent: z_rows[i * dims.latent..(i + 1) * dims.latent].to_vec(),
+                    proprio: p_rows[i * dims.proprio..(i + 1) * dims.proprio].to_vec(),
+                });
                 dream.record.chunks.push(ActionChunk {
                     actions: binning.decode_all(&toks),
                     tokens: toks,

@@ -211,6 +211,25 @@ fn imagination_is_batched_reproducible_and_scored() {
         );
     }
     assert_eq!(wm.stats.imagined, 12);
+    // The recorded inputs reproduce the recorded log-probabilities exactly
+    // enough for a clipped-surrogate ratio.
+    let dream = &a[0].rollout;
+    assert_eq!(dream.inputs.len(), dream.chunks.len());
+    let _guard = tch::no_grad_guard();
+    let z = tch::Tensor::from_slice(&dream.inputs[3].latent).view([1, -1]);
+    let p = tch::Tensor::from_slice(&dream.inputs[3].proprio).view([1, -1]);
+    let instruction = policy.encode_instructions(&policy.tokenize(&["open the drawer"]));
+    let logits = policy.act(&z, &p, &instruction);
+    let tokens = tch::Tensor::from_slice(&dream.chunks[3].tokens).view([1, 8, 7]);
+    let log_prob = wmrl_vla::ActionDistribution::new(&logits)
+        .log_prob(&tokens)
+        .double_value(&[0]);
+    assert!(
+        (log_prob - f64::from(dream.chunks[3].log_prob)).abs() < 1e-3,
+        "{log_prob} vs {}",
+        dream.chunks[3].log_prob
+    );
+    drop(_guard);
 
     // Anchors are scored like imagined episodes; with recorded observations
     // they enter the replay buffer and the model can be refreshed on them.
