@@ -101,8 +101,11 @@ pub struct EvalArgs {
     #[arg(long)]
     pub wm: PathBuf,
     /// Held-out recorded episode files (`wmrl wm collect`), repeatable.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub episodes: Vec<PathBuf>,
+    /// Held-out demonstration folders (`wmrl demos collect`), repeatable.
+    #[arg(long)]
+    pub demos: Vec<PathBuf>,
     /// Output folder for wm_eval.json and reliability.png (default: WM/eval).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -294,8 +297,11 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     for file in &args.episodes {
         data.extend(episodes::read(file, &dims, Some(&encoder))?);
     }
+    for dir in &args.demos {
+        encode_demos(&policy, dir, &mut data)?;
+    }
     if data.is_empty() {
-        bail!("no held-out episodes in {:?}", args.episodes);
+        bail!("no held-out episodes: give --episodes FILE and/or --demos DIR");
     }
     let refs: Vec<&LatentTrajectory> = data.iter().collect();
     let scores = wmrl_wm::train::score_episodes(&model, &refs)?;
@@ -318,6 +324,7 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         "world_model": args.wm,
         "policy": args.policy,
         "episodes_files": args.episodes,
+        "demos": args.demos,
         "score": q_replay,
         "score_on_real_latents": q_real,
     });

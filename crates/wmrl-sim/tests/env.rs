@@ -225,6 +225,20 @@ fn unstable_state_is_an_execution_error_not_a_failure() {
 }
 
 #[test]
+fn an_object_knocked_onto_the_floor_is_a_failure_not_an_execution_error() {
+    let mut env = SimEnv::new(config(false));
+    let mut state = (*env.initial_state(0, 0).unwrap()).clone();
+    // On the floor, beyond the rendered 6 m square: it rests on the floor's
+    // unrendered extension instead of falling off an edge.
+    state.entities[0].pos = [5.0, 0.0, 0.2];
+    env.reset_to_state(0, &state).unwrap();
+    for _ in 0..10 {
+        let out = env.step(&wmrl_sim::NOOP_ACTION);
+        assert!(out.execution_error.is_none(), "{:?}", out.execution_error);
+    }
+}
+
+#[test]
 fn cameras_render_the_scene_and_proprio_has_15_values() {
     let mut env = SimEnv::new(config(true));
     let a = env.reset(0, 0).unwrap();

@@ -249,6 +249,13 @@ impl SimWorld {
             ColliderBuilder::cuboid(3.0, 3.0, 0.05).translation(Vector::new(0.0, 0.0, -0.05)),
             [120, 116, 110],
         );
+        // The floor goes on, unrendered, beyond the 6 m the cameras see: an
+        // object knocked off the table rolls away on it (a task failure)
+        // instead of falling off an edge (which would look like instability).
+        world.insert_collider(
+            ColliderBuilder::cuboid(40.0, 40.0, 0.05).translation(Vector::new(0.0, 0.0, -0.05)),
+            Some(statics),
+        );
         add_static(
             &mut world,
             ColliderBuilder::cuboid(size[0] as f32 / 2.0, size[1] as f32 / 2.0, 0.025)
