@@ -44,6 +44,8 @@ pub enum Command {
     Sft(commands::sft::SftArgs),
     /// Collect or check demonstrations (scripted experts in the simulator).
     Demos(commands::demos::DemosArgs),
+    /// WMRL post-training of a VLA on LIBERO-Long in the embedded simulator (any core mode).
+    Train(commands::train::TrainArgs),
     /// World model: record policy rollouts, train, evaluate score quality.
     Wm(commands::wm::WmArgs),
     /// Per-task success of a policy checkpoint on the fixed initial states.

@@ -12,6 +12,7 @@ pub mod scene;
 pub mod sft;
 pub mod sim;
 pub mod synth;
+pub mod train;
 pub mod wm;
 
 use crate::cli::{Cli, Command};
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Research(args) => research::run(&global, args),
         Command::Sim(args) => sim::run(&global, args),
         Command::Wm(args) => wm::run(&global, args),
+        Command::Train(args) => train::run(&global, args),
         Command::Robotd(args) => robots::robotd(&global, args),
         Command::Robots(args) => robots::robots(&global, args),
         Command::Scene(args) => scene::run(&global, args),

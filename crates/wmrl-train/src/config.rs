@@ -1,0 +1,174 @@
+//! The config of a training run (TOML or JSON, unknown keys rejected,
+//! `--set key=value` overrides); the resolved config is saved in the run folder.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use wmrl_core::CoreConfig;
+use wmrl_vla::grpo::GrpoConfig;
+
+use crate::{Error, Result};
+
+/// The simulator as anchor executor and evaluator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorSettings {
+    /// Environments stepped in parallel.
+    pub envs: usize,
+    /// Control steps per episode (LIBERO-Long: 520).
+    pub max_steps: usize,
+    /// Sampling temperature of training rollouts (evaluation is greedy).
+    pub temperature: f64,
+}
+
+impl Default for ExecutorSettings {
+    fn default() -> Self {
+        Self {
+            envs: 16,
+            max_steps: 520,
+            temperature: 1.0,
+        }
+    }
+}
+
+/// A whole training run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// The core: mode, groups G, group size n, anchor ratio ρ, calibration, denoising, seed.
+    pub core: CoreConfig,
+    /// LIBERO-Long task indices trained on (default: all ten).
+    pub tasks: Vec<usize>,
+    /// Iterations (core steps).
+    pub iterations: u64,
+    /// Evaluate every this many iterations, and before the first and after the last.
+    pub eval_every: u64,
+    /// Fixed initial states per task in each evaluation (from state 0).
+    pub eval_states: usize,
+    /// The learner.
+    pub grpo: GrpoConfig,
+    /// The simulator.
+    pub executor: ExecutorSettings,
+    /// Imagined control steps per episode (default: the executor's `max_steps`).
+    pub imagine_steps: Option<usize>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        let mut core = CoreConfig {
+            groups: 16,
+            group_size: 8,
+            ..CoreConfig::default()
+        };
+        core.calibrator.min_pairs = 16;
+        Self {
+            core,
+            tasks: (0..10).collect(),
+            iterations: 100,
+            eval_every: 10,
+            eval_states: 10,
+            grpo: GrpoConfig::default(),
+            executor: ExecutorSettings::default(),
+            imagine_steps: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks every value.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field: &str, message: String| {
+            Err(Error::Config {
+                origin: format!("field `{field}`"),
+                message,
+            })
+        };
+        self.core.validate()?;
+        self.grpo.validate()?;
+        if self.tasks.is_empty() || self.tasks.iter().any(|&t| t >= 10) {
+            return bad(
+                "tasks",
+                format!(
+                    "expected LIBERO-Long task indices 0..=9, found {:?}",
+                    self.tasks
+                ),
+            );
+        }
+        if self.executor.envs == 0 || self.executor.max_steps == 0 {
+            return bad("executor", "envs and max_steps must be at least 1".into());
+        }
+        if self.eval_states == 0 || self.eval_states > 50 {
+            return bad(
+                "eval_states",
+                format!("expected 1..=50, found {}", self.eval_states),
+            );
+        }
+        Ok(())
+    }
+
+    /// Parses TOML (or JSON, by the `.json` extension) text, applies overrides, validates.
+    pub fn parse(text: &str, origin: &str, json: bool, overrides: &[String]) -> Result<Self> {
+        let err = |message: String| Error::Config {
+            origin: origin.into(),
+            message,
+        };
+        let mut table: toml::Table = if json {
+            let value: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
+            toml::Table::try_from(value).map_err(|e| err(e.to_string()))?
+        } else {
+            toml::from_str(text).map_err(|e| err(e.to_string()))?
+        };
+        for set in overrides {
+            wmrl_vla::config::apply_override(&mut table, set)?;
+        }
+        let config: Self = table
+            .try_into()
+            .map_err(|e: toml::de::Error| err(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Loads a config file (`.toml` or `.json`); `None` gives the defaults.
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        match path {
+            None => Self::parse("", "defaults", false, overrides),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+                    path: path.into(),
+                    source,
+                })?;
+                let json = path.extension().is_some_and(|e| e == "json");
+                Self::parse(&text, &path.display().to_string(), json, overrides)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_name_the_key_and_overrides_apply() {
+        let c = TrainConfig::parse(
+            "iterations = 3\n[core]\nmode = \"ppi\"\n",
+            "t.toml",
+            false,
+            &["executor.envs=2".into()],
+        )
+        .unwrap();
+        assert_eq!((c.iterations, c.executor.envs), (3, 2));
+        assert_eq!(c.core.mode, wmrl_core::Mode::Ppi);
+        let err = TrainConfig::parse("iteratons = 3\n", "t.toml", false, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("iteratons") && err.contains("t.toml"), "{err}");
+        let err = TrainConfig::parse("tasks = [12]\n", "t.toml", false, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tasks"), "{err}");
+        let json = TrainConfig::parse(r#"{"iterations": 2}"#, "t.json", true, &[]).unwrap();
+        assert_eq!(json.iterations, 2);
+    }
+}

@@ -1,0 +1,32 @@
+//! WMRL post-training of the VLA: each iteration is one step of the core
+//! (`wmrl_core::step`) through the four seams:
+//!
+//! - **adapter**: LIBERO-Long prompts (task × initial state) of the chosen tasks;
+//! - **anchor executor**: the rapier simulator ([`wmrl_vla::sim::SimExecutor`]),
+//!   recording the observation at every chunk boundary (the learner
+//!   re-evaluates the policy on them, the world model learns from them);
+//! - **world model**: [`wmrl_wm::VlaWorldModel`]: imagined rollouts in the
+//!   policy's latent space, anchors scored by open-loop replay, anchor
+//!   episodes into its replay buffer, refreshed every K iterations;
+//! - **policy**: [`wmrl_vla::grpo::VlaLearner`], clipped-surrogate GRPO on the
+//!   action tokens with the core's advantages and stream weights.
+//!
+//! The core calibrates, denoises and computes advantages; the mode (`real`,
+//! `wm-only`, `wmrl`, `wmrl-no-debias`, `wmrl-no-denoise`, `ppi`) is the
+//! core's. Every `eval_every` iterations the policy is evaluated greedily on
+//! the fixed initial states. Artefacts in the run folder: `config.json`
+//! (resolved), `metrics.jsonl` (one row per iteration: success rates,
+//! rewards, the core's diagnostics, learner statistics, real environment
+//! steps, simulator / world-model / learner seconds), `success.png`
+//! (success against real environment steps and against wall-clock) and
+//! `checkpoint/{policy,world_model}/` (safetensors + JSON).
+
+mod config;
+mod error;
+mod timed;
+mod trainer;
+
+pub use config::{ExecutorSettings, TrainConfig};
+pub use error::{Error, Result};
+pub use timed::{Clock, Timed};
+pub use trainer::{Evaluation, IterationRow, TrainSummary, VlaTrainer};
