@@ -389,6 +389,71 @@ fn world_model_collect_train_eval_and_bench() {
     );
     assert!(wm["episode_ratio"].as_f64().unwrap() > 0.0, "{figures}");
 
+    // `wmrl train` post-trains the policy against this world model (one tiny iteration).
+    let run_dir = dir.path().join("train-run");
+    let small = [
+        "--set",
+        "iterations=1",
+        "--set",
+        "tasks=[0]",
+        "--set",
+        "eval_states=1",
+        "--set",
+        "executor.envs=2",
+        "--set",
+        "executor.max_steps=16",
+        "--set",
+        "core.groups=2",
+        "--set",
+        "core.group_size=2",
+        "--set",
+        "core.anchor_ratio=0.5",
+    ];
+    let train_args = |out: &str, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--device",
+            "cpu",
+            "--json",
+            "train",
+            "--policy",
+            ckpt,
+            "--wm",
+            wm_dir.to_str().unwrap(),
+            "--out",
+            out,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(small.iter().chain(extra).map(|s| s.to_string()));
+        v
+    };
+    let args = train_args(run_dir.to_str().unwrap(), &[]);
+    let trained = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(trained.status.success(), "{}", text(&trained));
+    let summary: serde_json::Value = serde_json::from_slice(&trained.stdout).unwrap();
+    assert_eq!(summary["executions"], 2, "{summary}");
+    assert_eq!(summary["imagined"], 2, "{summary}");
+    assert!(run_dir.join("checkpoint/policy/model.safetensors").exists());
+    // An unknown config key is named; a run folder is never reused.
+    let args = train_args(
+        dir.path().join("r2").to_str().unwrap(),
+        &["--set", "core.groupz=3"],
+    );
+    let bad = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !bad.status.success() && text(&bad).contains("groupz"),
+        "{}",
+        text(&bad)
+    );
+    let args = train_args(run_dir.to_str().unwrap(), &[]);
+    let again = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !again.status.success() && text(&again).contains("already holds a training run"),
+        "{}",
+        text(&again)
+    );
+
     // A truncated episode file is named, and nothing is written.
     let bytes = std::fs::read(&rollouts).unwrap();
     std::fs::write(&rollouts, &bytes[..bytes.len() / 2]).unwrap();
