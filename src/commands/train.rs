@@ -19,7 +19,7 @@ pub struct TrainArgs {
     /// World-model checkpoint trained on this policy's encoder (`wmrl wm train`).
     #[arg(long)]
     pub wm: PathBuf,
-    /// Run config (TOML, or JSON by extension); defaults when omitted.
+    /// Run config (TOML, or JSON5 for `.json` / `.json5`); defaults when omitted.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Override one config value, e.g. `--set core.mode="real"` (repeatable).

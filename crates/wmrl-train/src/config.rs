@@ -1,4 +1,4 @@
-//! The config of a training run (TOML or JSON, unknown keys rejected,
+//! The config of a training run (TOML or JSON5, unknown keys rejected,
 //! `--set key=value` overrides); the resolved config is saved in the run folder.
 
 use std::path::Path;
@@ -106,15 +106,14 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// Parses TOML (or JSON, by the `.json` extension) text, applies overrides, validates.
+    /// Parses TOML (or JSON5, `json` = true) text, applies overrides, validates.
     pub fn parse(text: &str, origin: &str, json: bool, overrides: &[String]) -> Result<Self> {
         let err = |message: String| Error::Config {
             origin: origin.into(),
             message,
         };
         let mut table: toml::Table = if json {
-            let value: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
+            let value: serde_json::Value = json5::from_str(text).map_err(|e| err(e.to_string()))?;
             toml::Table::try_from(value).map_err(|e| err(e.to_string()))?
         } else {
             toml::from_str(text).map_err(|e| err(e.to_string()))?
@@ -129,7 +128,7 @@ impl TrainConfig {
         Ok(config)
     }
 
-    /// Loads a config file (`.toml` or `.json`); `None` gives the defaults.
+    /// Loads a config file (`.toml`, or `.json` / `.json5` as JSON5); `None` gives the defaults.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
         match path {
             None => Self::parse("", "defaults", false, overrides),
@@ -138,7 +137,9 @@ impl TrainConfig {
                     path: path.into(),
                     source,
                 })?;
-                let json = path.extension().is_some_and(|e| e == "json");
+                let json = path
+                    .extension()
+                    .is_some_and(|e| e == "json" || e == "json5");
                 Self::parse(&text, &path.display().to_string(), json, overrides)
             }
         }
@@ -168,7 +169,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tasks"), "{err}");
-        let json = TrainConfig::parse(r#"{"iterations": 2}"#, "t.json", true, &[]).unwrap();
+        let json = TrainConfig::parse("{iterations: 2, // JSON5\n}", "t.json5", true, &[]).unwrap();
         assert_eq!(json.iterations, 2);
     }
 }
