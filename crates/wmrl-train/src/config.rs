@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn unknown_keys_name_the_key_and_overrides_apply() {
         let c = TrainConfig::parse(
-            "iterations = 3\n[core]\nmode = \"ppi\"\n",
+            "iterations = 3\n[core]\nmode = \"ppi\"\n[grpo]\nlr = 1e-4\n",
             "t.toml",
             false,
             &["executor.envs=2".into()],
@@ -161,6 +161,7 @@ mod tests {
         .unwrap();
         assert_eq!((c.iterations, c.executor.envs), (3, 2));
         assert_eq!(c.core.mode, wmrl_core::Mode::Ppi);
+        assert_eq!((c.grpo.lr, c.grpo.clip_eps), (1e-4, 0.2));
         let err = TrainConfig::parse("iteratons = 3\n", "t.toml", false, &[])
             .unwrap_err()
             .to_string();

@@ -28,9 +28,9 @@ use crate::model::{ENCODER_PREFIXES, VlaPolicy};
 use crate::rollout::{AsVlaPolicy, ClosedLoopActor, EpisodeRecord, TaskPrompt, VlaAdapter};
 use crate::{Error, Result};
 
-/// Settings of the GRPO learner.
+/// Settings of the GRPO learner (every field has a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct GrpoConfig {
     /// AdamW learning rate.
     pub lr: f64,
