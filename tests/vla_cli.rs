@@ -331,6 +331,7 @@ fn world_model_collect_train_eval_and_bench() {
         "world_model.json",
         "metrics.jsonl",
         "losses.png",
+        "train.wmlat",
     ] {
         assert!(wm_dir.join(file).exists(), "{file}");
     }
@@ -434,6 +435,8 @@ fn world_model_collect_train_eval_and_bench() {
     let summary: serde_json::Value = serde_json::from_slice(&trained.stdout).unwrap();
     assert_eq!(summary["executions"], 2, "{summary}");
     assert_eq!(summary["imagined"], 2, "{summary}");
+    // The replay buffer starts from the world model's training episodes.
+    assert_eq!(summary["replay_seeded"], 16, "{summary}");
     assert!(run_dir.join("checkpoint/policy/model.safetensors").exists());
     // An unknown config key is named; a run folder is never reused.
     let args = train_args(

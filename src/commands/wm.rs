@@ -268,6 +268,12 @@ fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
         "fit": report,
     });
     checkpoint::save(&model, &args.out, info.clone())?;
+    episodes::write(
+        &args.out.join(checkpoint::TRAINING_DATA_FILE),
+        &dims,
+        model.encoder(),
+        &data,
+    )?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {
@@ -282,7 +288,10 @@ fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
                 l.one_step, l.multi_step, l.success_real, l.success_replay
             );
         }
-        println!("metrics, plot  : metrics.jsonl, losses.png in the same folder");
+        println!(
+            "metrics, data  : metrics.jsonl, losses.png, {} (the training episodes, encoded) in the same folder",
+            checkpoint::TRAINING_DATA_FILE
+        );
     }
     Ok(())
 }

@@ -79,6 +79,8 @@ pub struct TrainSummary {
     pub imagined: u64,
     /// Wall-clock seconds of training (evaluations excluded).
     pub train_seconds: f64,
+    /// Episodes the world model's replay buffer started with (its training data).
+    pub replay_seeded: usize,
     /// The run folder.
     pub run_dir: PathBuf,
 }
@@ -99,6 +101,7 @@ pub struct VlaTrainer {
     executions: u64,
     imagined: u64,
     train_seconds: f64,
+    replay_seeded: usize,
 }
 
 impl std::fmt::Debug for VlaTrainer {
@@ -151,7 +154,17 @@ impl VlaTrainer {
         };
         train_options.env.max_steps = x.max_steps;
         let starts = Box::new(SimStarts::new(train_options.env.clone()));
-        let world_model = VlaWorldModel::new(model, encoder, starts)?;
+        let mut world_model = VlaWorldModel::new(model, encoder, starts)?;
+        // Seed the replay buffer with the world model's own training episodes
+        // (demonstrations, earlier rollouts) when `wmrl wm train` left them.
+        let data = world_model_dir.join(wmrl_wm::checkpoint::TRAINING_DATA_FILE);
+        if data.exists() {
+            let episodes =
+                wmrl_wm::episodes::read(&data, &dims, Some(world_model.model().encoder()))?;
+            tracing::info!(episodes = episodes.len(), file = %data.display(), "replay buffer seeded");
+            world_model.extend_replay(episodes);
+        }
+        let replay_seeded = world_model.replay().len();
         let learner = VlaLearner::new(policy, config.grpo.clone())?;
         let mut eval_options = SimExecutorOptions::default();
         eval_options.env.max_steps = x.max_steps;
@@ -176,6 +189,7 @@ impl VlaTrainer {
             executions: 0,
             imagined: 0,
             train_seconds: 0.0,
+            replay_seeded,
             config,
         })
     }
@@ -276,6 +290,7 @@ impl VlaTrainer {
             executions: self.executions,
             imagined: self.imagined,
             train_seconds: self.train_seconds,
+            replay_seeded: self.replay_seeded,
             run_dir: self.run_dir.clone(),
         })
     }

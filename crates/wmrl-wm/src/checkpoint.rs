@@ -18,6 +18,10 @@ use crate::{Error, Result};
 pub const WEIGHTS_FILE: &str = "world_model.safetensors";
 /// Config file inside a world-model checkpoint folder.
 pub const CONFIG_FILE: &str = "world_model.json";
+/// The encoded training episodes `wmrl wm train` leaves beside the
+/// checkpoint; post-training seeds the replay buffer with them, so that a
+/// refresh on a buffer of mostly failed anchors does not unlearn success.
+pub const TRAINING_DATA_FILE: &str = "train.wmlat";
 const FORMAT: &str = "wmrl-wm";
 const VERSION: u32 = 1;
 
