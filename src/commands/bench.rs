@@ -298,26 +298,17 @@ fn bench_wm(global: &GlobalArgs, args: &WmBenchArgs) -> anyhow::Result<serde_jso
     let device = wmrl_tch::select_device(global.device)?;
     let tasks = wmrl_vla::sim::suite_tasks();
     tch::manual_seed(0);
-    let (policy, encoder_copy) = match &args.policy {
-        Some(path) => (
-            wmrl_vla::checkpoint::load(path, device)
-                .with_context(|| format!("loading the policy checkpoint {}", path.display()))?,
-            wmrl_vla::checkpoint::load(path, device)?,
-        ),
+    let policy = match &args.policy {
+        Some(path) => wmrl_vla::checkpoint::load(path, device)
+            .with_context(|| format!("loading the policy checkpoint {}", path.display()))?,
         None => {
             let config = wmrl_vla::VlaConfig::load(&args.config, &[])?;
             let tokenizer =
                 wmrl_vla::Tokenizer::from_instructions(tasks.iter().map(|(_, t)| t.as_str()));
-            let policy = wmrl_vla::VlaPolicy::new(config.model, tokenizer, device)?;
-            let mut copy = wmrl_vla::VlaPolicy::new(
-                policy.config().clone(),
-                policy.tokenizer().clone(),
-                device,
-            )?;
-            copy.var_store_mut().copy(policy.var_store())?;
-            (policy, copy)
+            wmrl_vla::VlaPolicy::new(config.model, tokenizer, device)?
         }
     };
+    let encoder_copy = policy.try_clone()?;
     let dims = wmrl_wm::Dims::of(&policy);
     let mut model = match &args.wm {
         Some(dir) => {

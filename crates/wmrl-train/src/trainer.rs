@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use wmrl_core::{Core, StepReport};
 use wmrl_report::{LinePlot, MetricsSink, Series, SeriesStyle};
 use wmrl_vla::eval::{self, EvalOptions};
-use wmrl_vla::grpo::{LearnStats, VlaLearner, copy_policy};
+use wmrl_vla::grpo::{LearnStats, VlaLearner};
 use wmrl_vla::rollout::{TaskPrompt, VlaAdapter};
 use wmrl_vla::sim::{self, SimExecutor, SimExecutorOptions};
 use wmrl_wm::{Dims, SimStarts, VlaWorldModel};
@@ -136,7 +136,7 @@ impl VlaTrainer {
             source,
         })?;
         let policy = wmrl_vla::checkpoint::load(policy_dir, device)?;
-        let encoder = copy_policy(&policy)?;
+        let encoder = policy.try_clone()?;
         let dims = Dims::of(&policy);
         let mut model = wmrl_wm::checkpoint::load(
             world_model_dir,

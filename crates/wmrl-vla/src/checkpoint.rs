@@ -45,10 +45,23 @@ pub struct CheckpointConfig {
     pub info: serde_json::Value,
 }
 
-/// An owned f32 tensor in safetensors' view.
-struct OwnedView {
-    shape: Vec<usize>,
-    data: Vec<u8>,
+/// An owned f32 tensor in safetensors' view (little-endian bytes).
+pub struct OwnedView {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// f32 values as little-endian bytes.
+    pub data: Vec<u8>,
+}
+
+impl OwnedView {
+    /// Rows of `width` f32 values: `[values / width, width]`.
+    pub fn rows(values: impl Iterator<Item = f32>, width: usize) -> Self {
+        let data: Vec<u8> = values.flat_map(f32::to_le_bytes).collect();
+        Self {
+            shape: vec![data.len() / 4 / width.max(1), width],
+            data,
+        }
+    }
 }
 
 impl View for OwnedView {

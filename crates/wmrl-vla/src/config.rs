@@ -327,28 +327,36 @@ impl VlaConfig {
 
     /// Loads a shipped config by name (`tiny`, `cpu`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
-        if let Some((_, text)) = SHIPPED_CONFIGS
-            .iter()
-            .find(|(name, _)| *name == name_or_path)
-        {
-            return Self::from_toml(text, &format!("`{name_or_path}` (shipped)"), overrides);
-        }
-        let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                Error::Config {
-                    origin: name_or_path.into(),
-                    message: "no such file, and not a shipped config name (tiny, cpu, gpu)".into(),
-                }
-            } else {
-                Error::Io {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            }
-        })?;
-        Self::from_toml(&text, &path.display().to_string(), overrides)
+        let (text, origin) = shipped_or_file(name_or_path, &SHIPPED_CONFIGS)?;
+        Self::from_toml(&text, &origin, overrides)
     }
+}
+
+/// The text and origin of a config given as a shipped name (one of
+/// `shipped`: `(name, text)`) or as a path to a file.
+pub fn shipped_or_file(name_or_path: &str, shipped: &[(&str, &str)]) -> Result<(String, String)> {
+    if let Some((_, text)) = shipped.iter().find(|(name, _)| *name == name_or_path) {
+        return Ok((text.to_string(), format!("`{name_or_path}` (shipped)")));
+    }
+    let path = Path::new(name_or_path);
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            let names: Vec<&str> = shipped.iter().map(|(n, _)| *n).collect();
+            Error::Config {
+                origin: name_or_path.into(),
+                message: format!(
+                    "no such file, and not a shipped config name ({})",
+                    names.join(", ")
+                ),
+            }
+        } else {
+            Error::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    Ok((text, path.display().to_string()))
 }
 
 /// Applies one `a.b.c=value` override (from `--set`) to a parsed TOML table;

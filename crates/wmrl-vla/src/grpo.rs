@@ -138,19 +138,6 @@ impl std::fmt::Debug for VlaLearner {
     }
 }
 
-/// A copy of `policy` with its own weights (frozen reference, encoder copy).
-pub fn copy_policy(policy: &VlaPolicy) -> Result<VlaPolicy> {
-    let mut copy = VlaPolicy::new(
-        policy.config().clone(),
-        policy.tokenizer().clone(),
-        policy.device(),
-    )?;
-    copy.var_store_mut()
-        .copy(policy.var_store())
-        .map_err(Error::torch("copying the policy"))?;
-    Ok(copy)
-}
-
 impl VlaLearner {
     /// Freezes the observation encoder of `policy` and builds AdamW over the rest.
     pub fn new(mut policy: VlaPolicy, config: GrpoConfig) -> Result<Self> {
@@ -161,7 +148,7 @@ impl VlaLearner {
             }
         }
         let reference = if config.kl_coef > 0.0 {
-            Some(copy_policy(&policy)?)
+            Some(policy.try_clone()?)
         } else {
             None
         };

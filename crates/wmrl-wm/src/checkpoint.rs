@@ -25,20 +25,6 @@ pub const TRAINING_DATA_FILE: &str = "train.wmlat";
 const FORMAT: &str = "wmrl-wm";
 const VERSION: u32 = 1;
 
-/// Sizes shared with the policy, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoredDims {
-    /// Latent size.
-    pub latent: usize,
-    /// Proprioception size.
-    pub proprio: usize,
-    /// Control steps per chunk.
-    pub chunk_len: usize,
-    /// Values per action.
-    pub action_dim: usize,
-}
-
 /// `world_model.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,7 +36,7 @@ pub struct WmCheckpointConfig {
     /// Architecture, imagination, training, replay.
     pub config: WmConfig,
     /// Sizes shared with the policy.
-    pub dims: StoredDims,
+    pub dims: Dims,
     /// Fingerprint of the policy encoder the latents come from.
     pub encoder: String,
     /// Provenance (data, steps, losses); not read back.
@@ -67,17 +53,11 @@ pub fn save(model: &LatentWorldModel, dir: &Path, info: serde_json::Value) -> Re
     })?;
     let bytes = wmrl_vla::checkpoint::var_store_bytes(model.var_store())?;
     wmrl_report::write_atomic(&dir.join(WEIGHTS_FILE), &bytes)?;
-    let d = model.dims();
     let config = WmCheckpointConfig {
         format: FORMAT.into(),
         version: VERSION,
         config: model.config().clone(),
-        dims: StoredDims {
-            latent: d.latent,
-            proprio: d.proprio,
-            chunk_len: d.chunk_len,
-            action_dim: d.action_dim,
-        },
+        dims: model.dims(),
         encoder: model.encoder().into(),
         info,
     };
@@ -119,23 +99,11 @@ pub fn load(
 ) -> Result<LatentWorldModel> {
     let _span = tracing::info_span!("load_world_model", dir = %dir.display()).entered();
     let stored = read_config(dir)?;
-    let s = &stored.dims;
-    if (s.latent, s.proprio, s.chunk_len, s.action_dim)
-        != (dims.latent, dims.proprio, dims.chunk_len, dims.action_dim)
-    {
+    if stored.dims != *dims {
         return Err(Error::mismatch(
-            format!(
-                "{}: sizes (latent, proprio, chunk_len, action_dim)",
-                dir.join(CONFIG_FILE).display()
-            ),
-            format!(
-                "the policy's ({}, {}, {}, {})",
-                dims.latent, dims.proprio, dims.chunk_len, dims.action_dim
-            ),
-            format!(
-                "({}, {}, {}, {})",
-                s.latent, s.proprio, s.chunk_len, s.action_dim
-            ),
+            format!("{}: sizes", dir.join(CONFIG_FILE).display()),
+            format!("the policy's ({dims})"),
+            format!("({})", stored.dims),
         ));
     }
     if let Some(expected) = encoder

@@ -3,8 +3,6 @@
 //! same name; a TOML file works too, with `--set key=value` overrides and
 //! unknown keys rejected.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -188,24 +186,8 @@ impl WmConfig {
 
     /// Loads a shipped config by name (`tiny`, `cpu`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
-        if let Some((_, text)) = SHIPPED_CONFIGS.iter().find(|(n, _)| *n == name_or_path) {
-            return Self::from_toml(text, &format!("`{name_or_path}` (shipped)"), overrides);
-        }
-        let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                Error::Config {
-                    origin: name_or_path.into(),
-                    message: "no such file, and not a shipped config name (tiny, cpu, gpu)".into(),
-                }
-            } else {
-                Error::Io {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            }
-        })?;
-        Self::from_toml(&text, &path.display().to_string(), overrides)
+        let (text, origin) = wmrl_vla::config::shipped_or_file(name_or_path, &SHIPPED_CONFIGS)?;
+        Self::from_toml(&text, &origin, overrides)
     }
 }
 

@@ -12,12 +12,12 @@
 //! flipped bit fails the CRC, and a file from another encoder is refused.
 //! Files are written atomically.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, View};
+use safetensors::tensor::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
+use wmrl_vla::checkpoint::OwnedView;
 
 use crate::trajectory::{Dims, LatentTrajectory};
 use crate::{Error, Result};
@@ -39,43 +39,6 @@ struct EpisodeEntry {
     chunks: usize,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DimsEntry {
-    latent: usize,
-    proprio: usize,
-    chunk_len: usize,
-    action_dim: usize,
-}
-
-struct F32View {
-    shape: Vec<usize>,
-    data: Vec<u8>,
-}
-
-impl View for F32View {
-    fn dtype(&self) -> Dtype {
-        Dtype::F32
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.data)
-    }
-    fn data_len(&self) -> usize {
-        self.data.len()
-    }
-}
-
-fn view(values: impl Iterator<Item = f32>, width: usize) -> F32View {
-    let data: Vec<u8> = values.flat_map(f32::to_le_bytes).collect();
-    F32View {
-        shape: vec![data.len() / 4 / width.max(1), width],
-        data,
-    }
-}
-
 /// Writes `episodes` (all encoded by the encoder `encoder`) to `path`, atomically.
 pub fn write(path: &Path, dims: &Dims, encoder: &str, episodes: &[LatentTrajectory]) -> Result<()> {
     for e in episodes {
@@ -84,15 +47,15 @@ pub fn write(path: &Path, dims: &Dims, encoder: &str, episodes: &[LatentTrajecto
             message: format!("{}: {message}", e.describe()),
         })?;
     }
-    let latents = view(
+    let latents = OwnedView::rows(
         episodes.iter().flat_map(|e| e.latents.iter().copied()),
         dims.latent,
     );
-    let proprio = view(
+    let proprio = OwnedView::rows(
         episodes.iter().flat_map(|e| e.proprio.iter().copied()),
         dims.proprio,
     );
-    let actions = view(
+    let actions = OwnedView::rows(
         episodes.iter().flat_map(|e| e.actions.iter().copied()),
         dims.chunk(),
     );
@@ -112,17 +75,11 @@ pub fn write(path: &Path, dims: &Dims, encoder: &str, episodes: &[LatentTrajecto
             chunks: e.chunks(dims),
         })
         .collect();
-    let dims_entry = DimsEntry {
-        latent: dims.latent,
-        proprio: dims.proprio,
-        chunk_len: dims.chunk_len,
-        action_dim: dims.action_dim,
-    };
     let metadata: HashMap<String, String> = [
         ("format".to_string(), FORMAT.to_string()),
         ("version".to_string(), VERSION.to_string()),
         ("encoder".to_string(), encoder.to_string()),
-        ("dims".to_string(), json(&dims_entry)),
+        ("dims".to_string(), json(dims)),
         ("episodes".to_string(), json(&entries)),
         ("crc32".to_string(), crc.finalize().to_string()),
     ]
@@ -185,25 +142,11 @@ pub fn read(path: &Path, dims: &Dims, encoder: Option<&str>) -> Result<Vec<Laten
             });
         }
     }
-    let file_dims: DimsEntry =
+    let file_dims: Dims =
         serde_json::from_str(&field("dims")?).map_err(|e| bad(format!("metadata `dims`: {e}")))?;
-    if (
-        file_dims.latent,
-        file_dims.proprio,
-        file_dims.chunk_len,
-        file_dims.action_dim,
-    ) != (dims.latent, dims.proprio, dims.chunk_len, dims.action_dim)
-    {
+    if file_dims != *dims {
         return Err(bad(format!(
-            "sizes (latent {}, proprio {}, chunk {}×{}) do not match the policy's (latent {}, proprio {}, chunk {}×{})",
-            file_dims.latent,
-            file_dims.proprio,
-            file_dims.chunk_len,
-            file_dims.action_dim,
-            dims.latent,
-            dims.proprio,
-            dims.chunk_len,
-            dims.action_dim
+            "sizes ({file_dims}) do not match the policy's ({dims})"
         )));
     }
     let entries: Vec<EpisodeEntry> = serde_json::from_str(&field("episodes")?)

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor};
+use wmrl_core::rng::derive_seed;
 use wmrl_core::seams::{EpisodeRequest, ExecutedEpisode, Imagined, WorldModel};
 use wmrl_vla::inference::ActionChunk;
 use wmrl_vla::rollout::{
@@ -84,6 +85,9 @@ pub struct VlaWorldModel {
     replay: ReplayBuffer,
     trainer: WmTrainer,
     last_real_scores: Vec<Option<f64>>,
+    /// Anchors encoded from their recorded observations by the last `score`,
+    /// reused by the `observe` that follows (the core calls them in turn).
+    scored_anchors: Vec<LatentTrajectory>,
     /// Counters.
     pub stats: WmStats,
 }
@@ -98,14 +102,8 @@ impl std::fmt::Debug for VlaWorldModel {
     }
 }
 
-/// SplitMix64 of a seed and an attempt: the seed of a re-imagined episode.
-fn derive_seed(seed: u64, attempt: u32) -> u64 {
-    let mut z = seed ^ (u64::from(attempt) << 56) ^ 0x005e_ed0f_1ab0;
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+/// Purpose tag of the seeds of re-imagined episodes (`wmrl_core::rng::derive_seed`).
+const REIMAGINE: u64 = 0x1_3A61;
 
 /// One imagined episode in progress.
 struct Dream {
@@ -141,6 +139,7 @@ impl VlaWorldModel {
             replay,
             trainer,
             last_real_scores: Vec::new(),
+            scored_anchors: Vec::new(),
             stats: WmStats::default(),
         })
     }
@@ -249,10 +248,10 @@ impl VlaWorldModel {
                 }) as i64
             })
             .collect();
-        let instr = policy
+        let mut instr = policy
             .encode_instructions(&policy.tokenize(&distinct))
             .index_select(0, &Tensor::from_slice(&rows).to_device(policy.device()));
-        let tasks = Tensor::from_slice(
+        let mut tasks = Tensor::from_slice(
             &wave
                 .iter()
                 .map(|(p, _)| p.task_index as i64)
@@ -299,8 +298,6 @@ impl VlaWorldModel {
         let (low, width) = (f64::from(binning.low), f64::from(binning.width()));
         // Rows still imagined; finished episodes leave the batch.
         let mut live: Vec<usize> = (0..dreams.len()).collect();
-        let mut instr = instr;
-        let mut tasks = tasks;
         for t in 0..horizon {
             let keep: Vec<i64> = live
                 .iter()
@@ -449,7 +446,10 @@ impl VlaWorldModel {
                                 attempts: MAX_ATTEMPTS,
                             });
                         }
-                        retry.push((*index, derive_seed(*seed, attempt + 1)));
+                        retry.push((
+                            *index,
+                            derive_seed(*seed, &[REIMAGINE, u64::from(attempt + 1)]),
+                        ));
                     } else {
                         out[*index] = Some(Imagined {
                             score: dream.score,
@@ -555,6 +555,11 @@ impl<P: AsVlaPolicy + ?Sized> WorldModel<VlaAdapter, P> for VlaWorldModel {
             }
             out.push(s);
         }
+        self.scored_anchors = trajectories
+            .into_iter()
+            .zip(real)
+            .filter_map(|(t, has_real)| has_real.then_some(t))
+            .collect();
         Ok(out)
     }
 
@@ -563,8 +568,20 @@ impl<P: AsVlaPolicy + ?Sized> WorldModel<VlaAdapter, P> for VlaWorldModel {
         episodes: &[ExecutedEpisode<'_, TaskPrompt, EpisodeRecord>],
     ) -> Result<()> {
         let dims = self.model.dims();
+        let mut encoded = std::mem::take(&mut self.scored_anchors);
         for e in episodes {
-            match from_record(&self.encoder, e.rollout, 0, "anchor")? {
+            let r = e.rollout;
+            let cached = encoded.iter().position(|t| {
+                (t.task_index, t.state_index, t.steps) == (r.task_index, r.state_index, r.steps)
+                    && t.actions
+                        .iter()
+                        .eq(r.chunks.iter().flat_map(|c| c.actions.iter()))
+            });
+            let trajectory = match cached {
+                Some(i) => Some(encoded.swap_remove(i)),
+                None => from_record(&self.encoder, r, 0, "anchor")?,
+            };
+            match trajectory {
                 Some(mut t) => {
                     t.success = e.reward > 0.5;
                     self.replay.push(t, &dims);

@@ -18,37 +18,11 @@
 
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
+use wmrl_vla::model::ResidualBlock;
 
 use crate::config::WmConfig;
 use crate::trajectory::Dims;
 use crate::{Error, Result};
-
-/// A residual MLP block: `x + W2 gelu(W1 LN(x))`.
-#[derive(Debug)]
-struct ResidualBlock {
-    norm: nn::LayerNorm,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-}
-
-impl ResidualBlock {
-    fn new(p: &nn::Path, dim: i64) -> Self {
-        Self {
-            norm: nn::layer_norm(p / "norm", vec![dim], Default::default()),
-            fc1: nn::linear(p / "fc1", dim, dim, Default::default()),
-            fc2: nn::linear(p / "fc2", dim, dim, Default::default()),
-        }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x + self
-            .norm
-            .forward(x)
-            .apply(&self.fc1)
-            .gelu("none")
-            .apply(&self.fc2)
-    }
-}
 
 /// Latent dynamics and success head, with their own [`nn::VarStore`].
 #[derive(Debug)]

@@ -132,17 +132,6 @@ fn tiny_policy(seed: i64) -> VlaPolicy {
     VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap()
 }
 
-fn copy_of(policy: &VlaPolicy) -> VlaPolicy {
-    let mut copy = VlaPolicy::new(
-        policy.config().clone(),
-        policy.tokenizer().clone(),
-        Device::Cpu,
-    )
-    .unwrap();
-    copy.var_store_mut().copy(policy.var_store()).unwrap();
-    copy
-}
-
 fn tiny_world_model(policy: &VlaPolicy, overrides: &[String]) -> VlaWorldModel {
     tch::manual_seed(3);
     let config = WmConfig::load("tiny", overrides).unwrap();
@@ -153,7 +142,7 @@ fn tiny_world_model(policy: &VlaPolicy, overrides: &[String]) -> VlaWorldModel {
         Device::Cpu,
     )
     .unwrap();
-    VlaWorldModel::new(model, copy_of(policy), Box::new(FlatStarts)).unwrap()
+    VlaWorldModel::new(model, policy.try_clone().unwrap(), Box::new(FlatStarts)).unwrap()
 }
 
 fn prompts() -> Vec<TaskPrompt> {

@@ -39,8 +39,10 @@ pub struct LatentTrajectory {
     pub actions: Vec<f32>,
 }
 
-/// Sizes every trajectory of one world model shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Sizes every trajectory of one world model shares (stored as they are in
+/// checkpoints and latent-episode files).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Dims {
     /// Latent size.
     pub latent: usize,
@@ -67,6 +69,16 @@ impl Dims {
     /// Values of one action chunk.
     pub fn chunk(&self) -> usize {
         self.chunk_len * self.action_dim
+    }
+}
+
+impl std::fmt::Display for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "latent {}, proprio {}, chunk {}×{}",
+            self.latent, self.proprio, self.chunk_len, self.action_dim
+        )
     }
 }
 

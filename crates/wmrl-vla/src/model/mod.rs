@@ -29,16 +29,18 @@ use crate::{Error, Result};
 pub use text::TextEncoder;
 pub use vision::CameraEncoder;
 
-/// A residual MLP block: `x + W2 gelu(W1 LN(x))`.
+/// A residual MLP block: `x + W2 gelu(W1 LN(x))` (the trunk here, the
+/// world model's dynamics too).
 #[derive(Debug)]
-struct ResidualBlock {
+pub struct ResidualBlock {
     norm: nn::LayerNorm,
     fc1: nn::Linear,
     fc2: nn::Linear,
 }
 
 impl ResidualBlock {
-    fn new(p: &nn::Path, dim: i64) -> Self {
+    /// A block of width `dim` under `p` (`norm`, `fc1`, `fc2`).
+    pub fn new(p: &nn::Path, dim: i64) -> Self {
         Self {
             norm: nn::layer_norm(p / "norm", vec![dim], Default::default()),
             fc1: nn::linear(p / "fc1", dim, dim, Default::default()),
@@ -46,7 +48,8 @@ impl ResidualBlock {
         }
     }
 
-    fn forward(&self, x: &Tensor) -> Tensor {
+    /// `x + W2 gelu(W1 LN(x))`.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
         x + self
             .norm
             .forward(x)
@@ -218,6 +221,16 @@ impl VlaPolicy {
             .iter()
             .map(Tensor::numel)
             .sum::<usize>() as i64
+    }
+
+    /// An independent copy with the same architecture, tokenizer and
+    /// weights (a frozen reference, or the world model's encoder copy).
+    pub fn try_clone(&self) -> Result<Self> {
+        let mut copy = Self::new(self.config.clone(), self.tokenizer.clone(), self.device())?;
+        copy.vs
+            .copy(&self.vs)
+            .map_err(Error::torch("copying the policy weights"))?;
+        Ok(copy)
     }
 
     /// Names of the observation encoder's weights (both cameras and the latent
