@@ -437,7 +437,8 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(summary["imagined"], 2, "{summary}");
     // The replay buffer starts from the world model's training episodes.
     assert_eq!(summary["replay_seeded"], 16, "{summary}");
-    assert!(run_dir.join("checkpoint/policy/model.safetensors").exists());
+    assert!(run_dir.join("policy/model.safetensors").exists());
+    assert!(run_dir.join("checkpoints/LATEST").exists());
     // An unknown config key is named; a run folder is never reused.
     let args = train_args(
         dir.path().join("r2").to_str().unwrap(),
@@ -455,6 +456,68 @@ fn world_model_collect_train_eval_and_bench() {
         !again.status.success() && text(&again).contains("already holds a training run"),
         "{}",
         text(&again)
+    );
+
+    // `kill -9` in the middle of a run, then `--resume`: the run completes
+    // with one metrics row per iteration, none lost, none twice.
+    let killed_dir = dir.path().join("killed-run");
+    let args = train_args(
+        killed_dir.to_str().unwrap(),
+        &["--set", "iterations=30", "--set", "eval_every=30"],
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wmrl"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let latest = killed_dir.join("checkpoints/LATEST");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let name = std::fs::read_to_string(&latest).unwrap_or_default();
+        if name.trim() >= "iter-000003" || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let before = std::fs::read_to_string(&latest).unwrap();
+    assert!(
+        before.trim() >= "iter-000003" && before.trim() < "iter-000030",
+        "killed mid-run: {before}"
+    );
+    let resumed = wmrl(&[
+        "--device",
+        "cpu",
+        "--json",
+        "train",
+        "--resume",
+        killed_dir.to_str().unwrap(),
+    ]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let rows: Vec<u64> = std::fs::read_to_string(killed_dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["iteration"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(rows, (1..=30).collect::<Vec<u64>>());
+    let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(summary["executions"], 30 * 2, "{summary}");
+    // Nothing to resume: named, non-zero.
+    let missing = wmrl(&[
+        "train",
+        "--resume",
+        dir.path().join("no-such-run").to_str().unwrap(),
+    ]);
+    assert!(
+        !missing.status.success() && text(&missing).contains("no config.json"),
+        "{}",
+        text(&missing)
     );
 
     // A truncated episode file is named, and nothing is written.

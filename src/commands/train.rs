@@ -14,30 +14,42 @@ use crate::cli::GlobalArgs;
 #[derive(Debug, Args)]
 pub struct TrainArgs {
     /// SFT policy checkpoint folder to post-train.
-    #[arg(long)]
-    pub policy: PathBuf,
+    #[arg(long, required_unless_present = "resume")]
+    pub policy: Option<PathBuf>,
     /// World-model checkpoint trained on this policy's encoder (`wmrl wm train`).
-    #[arg(long)]
-    pub wm: PathBuf,
+    #[arg(long, required_unless_present = "resume")]
+    pub wm: Option<PathBuf>,
     /// Run config (TOML, or JSON5 for `.json` / `.json5`); defaults when omitted.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub config: Option<PathBuf>,
     /// Override one config value, e.g. `--set core.mode="real"` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "resume")]
     pub overrides: Vec<String>,
-    /// Run folder: config.json, metrics.jsonl, plots, checkpoint/.
-    #[arg(long)]
-    pub out: PathBuf,
+    /// Run folder: config.json, metrics.jsonl, plots, policy/, checkpoints/.
+    #[arg(long, required_unless_present = "resume")]
+    pub out: Option<PathBuf>,
+    /// Continue the run in this folder from its newest checkpoint (after a
+    /// crash or `kill -9`), with the config saved there.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["policy", "wm", "out"])]
+    pub resume: Option<PathBuf>,
 }
 
 pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
-    let config = TrainConfig::load(args.config.as_deref(), &args.overrides)?;
     let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
-    let iterations = config.iterations;
-    let mode = config.core.mode;
-    let mut trainer = VlaTrainer::new(config, &args.policy, &args.wm, &args.out, device)
-        .with_context(|| format!("setting up the run in {}", args.out.display()))?;
+    let mut trainer = match (&args.resume, &args.policy, &args.wm, &args.out) {
+        (Some(run), ..) => VlaTrainer::resume(run, device)
+            .with_context(|| format!("resuming the run in {}", run.display()))?,
+        (None, Some(policy), Some(wm), Some(out)) => {
+            let config = TrainConfig::load(args.config.as_deref(), &args.overrides)?;
+            VlaTrainer::new(config, policy, wm, out, device)
+                .with_context(|| format!("setting up the run in {}", out.display()))?
+        }
+        _ => anyhow::bail!("give --policy, --wm and --out for a new run, or --resume RUN_DIR"),
+    };
+    let iterations = trainer.config().iterations;
+    let mode = trainer.config().core.mode;
     let bar = ProgressBar::new(iterations);
+    bar.set_position(trainer.completed_iterations());
     bar.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
@@ -74,7 +86,7 @@ pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
             summary.env_steps, summary.executions, summary.imagined, summary.train_seconds
         );
         println!(
-            "run folder {}: metrics.jsonl, success_vs_env_steps.png, success_vs_wallclock.png, checkpoint/",
+            "run folder {}: metrics.jsonl, success_vs_env_steps.png, success_vs_wallclock.png, policy/ (post-trained), checkpoints/",
             summary.run_dir.display()
         );
     }

@@ -2,10 +2,13 @@
 //!
 //! - [`device`]: pick CPU or CUDA (automatic, overridable with `cpu|cuda|cuda:N`),
 //!   after making sure libtorch's CUDA backend is actually loaded.
+//! - [`optim`]: AdamW with a saveable state, so resumed runs continue bit for bit.
 
 pub mod device;
+pub mod optim;
 
 pub use device::{DeviceChoice, cuda_backend_loaded, select_device};
+pub use optim::{AdamW, AdamWConfig};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]

@@ -51,6 +51,9 @@ pub struct TrainConfig {
     pub executor: ExecutorSettings,
     /// Imagined control steps per episode (default: the executor's `max_steps`).
     pub imagine_steps: Option<usize>,
+    /// Write a resumable checkpoint every this many iterations (default: 1;
+    /// the last iteration always gets one).
+    pub checkpoint_every: u64,
 }
 
 impl Default for TrainConfig {
@@ -70,6 +73,7 @@ impl Default for TrainConfig {
             grpo: GrpoConfig::default(),
             executor: ExecutorSettings::default(),
             imagine_steps: None,
+            checkpoint_every: 1,
         }
     }
 }
@@ -104,6 +108,20 @@ impl TrainConfig {
             );
         }
         Ok(())
+    }
+
+    /// Reads the resolved config a run saved (`config.json`), checked as strictly.
+    pub fn read_resolved(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
+        let config: Self = serde_json::from_str(&text).map_err(|e| Error::Config {
+            origin: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Parses TOML (or JSON5, `json` = true) text, applies overrides, validates.

@@ -25,6 +25,14 @@ pub enum Error {
     /// Writing artefacts.
     #[error(transparent)]
     Report(#[from] wmrl_report::Error),
+    /// A run checkpoint is missing, corrupt or belongs to another run.
+    #[error("checkpoint {}: {message}", path.display())]
+    Checkpoint {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// Reading or writing a file.
     #[error("{}: {source}", path.display())]
     Io {

@@ -17,10 +17,12 @@
 //! the fixed initial states. Artefacts in the run folder: `config.json`
 //! (resolved), `metrics.jsonl` (one row per iteration: success rates,
 //! rewards, the core's diagnostics, learner statistics, real environment
-//! steps, simulator / world-model / learner seconds), `success.png`
-//! (success against real environment steps and against wall-clock) and
-//! `checkpoint/{policy,world_model}/` (safetensors + JSON).
+//! steps, simulator / world-model / learner seconds),
+//! `success_vs_env_steps.png` and `success_vs_wallclock.png`,
+//! `policy/` (the post-trained policy) and `checkpoints/` (see
+//! [`checkpoint`]: `wmrl train --resume` continues a killed run bit for bit).
 
+pub mod checkpoint;
 mod config;
 mod error;
 mod timed;

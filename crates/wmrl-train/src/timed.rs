@@ -11,7 +11,7 @@ use wmrl_core::seams::{
 use wmrl_vla::rollout::{AsVlaPolicy, ClosedLoopActor, EpisodeRecord, TaskPrompt, VlaAdapter};
 
 /// Seconds spent inside a component, and what it did.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Clock {
     /// Seconds inside the component.
     pub seconds: f64,

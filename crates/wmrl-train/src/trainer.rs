@@ -12,6 +12,7 @@ use wmrl_vla::rollout::{TaskPrompt, VlaAdapter};
 use wmrl_vla::sim::{self, SimExecutor, SimExecutorOptions};
 use wmrl_wm::{Dims, SimStarts, VlaWorldModel};
 
+use crate::checkpoint::{self, CHECKPOINTS_DIR, REFERENCE_POLICY_DIR, RunState};
 use crate::config::TrainConfig;
 use crate::timed::Timed;
 use crate::{Error, Result};
@@ -115,7 +116,8 @@ impl std::fmt::Debug for VlaTrainer {
 
 impl VlaTrainer {
     /// Sets a run up in `run_dir` from an SFT policy checkpoint and a world
-    /// model trained on that policy's encoder. Refuses a folder that holds a run.
+    /// model trained on that policy's encoder, and writes its first
+    /// checkpoint (iteration 0). Refuses a folder that holds a run.
     pub fn new(
         config: TrainConfig,
         policy_dir: &Path,
@@ -124,10 +126,10 @@ impl VlaTrainer {
         device: tch::Device,
     ) -> Result<Self> {
         config.validate()?;
-        if run_dir.join("metrics.jsonl").exists() {
+        if run_dir.join("metrics.jsonl").exists() || run_dir.join(CHECKPOINTS_DIR).exists() {
             return Err(Error::Config {
                 origin: run_dir.display().to_string(),
-                message: "already holds a training run (metrics.jsonl); choose another folder"
+                message: "already holds a training run; choose another folder, or continue it with `wmrl train --resume`"
                     .into(),
             });
         }
@@ -136,14 +138,111 @@ impl VlaTrainer {
             source,
         })?;
         let policy = wmrl_vla::checkpoint::load(policy_dir, device)?;
-        let encoder = policy.try_clone()?;
-        let dims = Dims::of(&policy);
-        let mut model = wmrl_wm::checkpoint::load(
+        let model = wmrl_wm::checkpoint::load(
             world_model_dir,
-            &dims,
+            &Dims::of(&policy),
             Some(&policy.encoder_fingerprint()),
             device,
         )?;
+        wmrl_vla::checkpoint::save(
+            &policy,
+            &run_dir.join(REFERENCE_POLICY_DIR),
+            serde_json::json!({ "source": policy_dir }),
+        )?;
+        wmrl_report::write_json_atomic(&run_dir.join("config.json"), &config)?;
+        let mut trainer = Self::assemble(config, policy, model, run_dir)?;
+        // Seed the replay buffer with the world model's own training episodes
+        // (demonstrations, earlier rollouts) when `wmrl wm train` left them.
+        let data = world_model_dir.join(wmrl_wm::checkpoint::TRAINING_DATA_FILE);
+        if data.exists() {
+            let world_model = &mut trainer.world_model.inner;
+            let dims = world_model.model().dims();
+            let episodes =
+                wmrl_wm::episodes::read(&data, &dims, Some(world_model.model().encoder()))?;
+            tracing::info!(episodes = episodes.len(), file = %data.display(), "replay buffer seeded");
+            world_model.extend_replay(episodes);
+        }
+        trainer.replay_seeded = trainer.world_model.inner.replay().len();
+        trainer.save_checkpoint()?;
+        Ok(trainer)
+    }
+
+    /// Continues the run in `run_dir` from its newest checkpoint, with the
+    /// config saved in the folder. At most the iteration in flight when the
+    /// run stopped is lost (its metrics row, if written, is dropped).
+    pub fn resume(run_dir: &Path, device: tch::Device) -> Result<Self> {
+        let config_path = run_dir.join("config.json");
+        if !config_path.exists() {
+            return Err(Error::Checkpoint {
+                path: run_dir.into(),
+                message: "is not a training run folder (no config.json)".into(),
+            });
+        }
+        let config = TrainConfig::read_resolved(&config_path)?;
+        let checkpoint = checkpoint::latest(run_dir)?.ok_or_else(|| Error::Checkpoint {
+            path: run_dir.join(CHECKPOINTS_DIR),
+            message: "holds no complete checkpoint; start the run again with `wmrl train`".into(),
+        })?;
+        let state = checkpoint::read_state(&checkpoint)?;
+        if state.mode != config.core.mode.name() {
+            return Err(Error::Checkpoint {
+                path: checkpoint.join(checkpoint::STATE_FILE),
+                message: format!(
+                    "was written by a `{}` run but config.json says mode `{}`",
+                    state.mode,
+                    config.core.mode.name()
+                ),
+            });
+        }
+        if *state.core.config() != config.core {
+            return Err(Error::Checkpoint {
+                path: checkpoint.join(checkpoint::STATE_FILE),
+                message: "the core settings differ from config.json".into(),
+            });
+        }
+        let policy = wmrl_vla::checkpoint::load(&run_dir.join(REFERENCE_POLICY_DIR), device)?;
+        let model = wmrl_wm::checkpoint::load(
+            &checkpoint.join("world_model").join("world_model"),
+            &Dims::of(&policy),
+            Some(&policy.encoder_fingerprint()),
+            device,
+        )?;
+        checkpoint::truncate_metrics(&run_dir.join("metrics.jsonl"), state.iteration)?;
+        let mut trainer = Self::assemble(config, policy, model, run_dir)?;
+        trainer
+            .learner
+            .inner
+            .load_state(&checkpoint.join("learner"))?;
+        wmrl_wm::run_state::load(
+            &mut trainer.world_model.inner,
+            &checkpoint.join("world_model"),
+        )?;
+        trainer.core = state.core;
+        trainer.executions = state.executions;
+        trainer.imagined = state.imagined;
+        trainer.train_seconds = state.train_seconds;
+        trainer.executor.clock = state.simulator;
+        trainer.world_model.clock = state.world_model;
+        trainer.learner.clock = state.learner;
+        trainer.evaluations = state.evaluations;
+        trainer.replay_seeded = state.replay_seeded;
+        let name = checkpoint
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        checkpoint::remove_others(&run_dir.join(CHECKPOINTS_DIR), &name);
+        tracing::info!(iteration = state.iteration, checkpoint = %checkpoint.display(), "run resumed");
+        Ok(trainer)
+    }
+
+    /// Builds the components around a starting policy and world model.
+    fn assemble(
+        config: TrainConfig,
+        policy: wmrl_vla::VlaPolicy,
+        mut model: wmrl_wm::LatentWorldModel,
+        run_dir: &Path,
+    ) -> Result<Self> {
+        let encoder = policy.try_clone()?;
         let x = &config.executor;
         model.imagine_config_mut().horizon_steps = config.imagine_steps.unwrap_or(x.max_steps);
         model.imagine_config_mut().temperature = x.temperature;
@@ -154,17 +253,7 @@ impl VlaTrainer {
         };
         train_options.env.max_steps = x.max_steps;
         let starts = Box::new(SimStarts::new(train_options.env.clone()));
-        let mut world_model = VlaWorldModel::new(model, encoder, starts)?;
-        // Seed the replay buffer with the world model's own training episodes
-        // (demonstrations, earlier rollouts) when `wmrl wm train` left them.
-        let data = world_model_dir.join(wmrl_wm::checkpoint::TRAINING_DATA_FILE);
-        if data.exists() {
-            let episodes =
-                wmrl_wm::episodes::read(&data, &dims, Some(world_model.model().encoder()))?;
-            tracing::info!(episodes = episodes.len(), file = %data.display(), "replay buffer seeded");
-            world_model.extend_replay(episodes);
-        }
-        let replay_seeded = world_model.replay().len();
+        let world_model = VlaWorldModel::new(model, encoder, starts)?;
         let learner = VlaLearner::new(policy, config.grpo.clone())?;
         let mut eval_options = SimExecutorOptions::default();
         eval_options.env.max_steps = x.max_steps;
@@ -174,7 +263,6 @@ impl VlaTrainer {
             .into_iter()
             .filter(|p| p.state_index < config.eval_states)
             .collect();
-        wmrl_report::write_json_atomic(&run_dir.join("config.json"), &config)?;
         Ok(Self {
             core: Core::new(config.core)?,
             adapter,
@@ -189,9 +277,19 @@ impl VlaTrainer {
             executions: 0,
             imagined: 0,
             train_seconds: 0.0,
-            replay_seeded,
+            replay_seeded: 0,
             config,
         })
+    }
+
+    /// Iterations completed so far.
+    pub fn completed_iterations(&self) -> u64 {
+        self.core.step()
+    }
+
+    /// The resolved config.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
     }
 
     /// The learner (policy and optimiser).
@@ -224,14 +322,30 @@ impl VlaTrainer {
         })
     }
 
-    /// Runs every iteration; `progress(iteration, last evaluation)` after each.
+    /// Runs the remaining iterations, then writes the final policy and the
+    /// plots; `progress(iteration, last evaluation)` after each iteration.
     pub fn run(
         &mut self,
         progress: &mut dyn FnMut(u64, Option<&Evaluation>),
     ) -> Result<TrainSummary> {
-        let first = self.evaluate(0)?;
-        self.evaluations.push(first);
-        for iteration in 1..=self.config.iterations {
+        self.run_until(self.config.iterations, progress)?;
+        self.finish()
+    }
+
+    /// Runs iterations up to `last` (at most the configured number),
+    /// evaluating and checkpointing on schedule. A run stopped here (or
+    /// killed) continues with [`Self::resume`].
+    pub fn run_until(
+        &mut self,
+        last: u64,
+        progress: &mut dyn FnMut(u64, Option<&Evaluation>),
+    ) -> Result<()> {
+        if self.evaluations.is_empty() {
+            let first = self.evaluate(0)?;
+            self.evaluations.push(first);
+        }
+        let last = last.min(self.config.iterations);
+        for iteration in self.core.step() + 1..=last {
             let started = Instant::now();
             let report = {
                 let _span = tracing::info_span!("iteration", iteration).entered();
@@ -278,9 +392,27 @@ impl VlaTrainer {
                 core: report,
             };
             self.metrics.write(&row)?;
+            if iteration % self.config.checkpoint_every.max(1) == 0
+                || iteration == self.config.iterations
+            {
+                self.save_checkpoint()?;
+            }
             progress(iteration, self.evaluations.last());
         }
-        self.checkpoint()?;
+        Ok(())
+    }
+
+    /// Writes the post-trained policy (`policy/`) and the plots; the summary.
+    pub fn finish(&mut self) -> Result<TrainSummary> {
+        wmrl_vla::checkpoint::save(
+            self.learner.inner.policy(),
+            &self.run_dir.join("policy"),
+            serde_json::json!({
+                "iteration": self.core.step(),
+                "mode": self.config.core.mode.name(),
+                "env_steps": self.executor.clock.env_steps,
+            }),
+        )?;
         self.plot()?;
         Ok(TrainSummary {
             mode: self.config.core.mode.name().into(),
@@ -295,37 +427,31 @@ impl VlaTrainer {
         })
     }
 
-    /// Writes the policy, the world model and the run's counters into `checkpoint/`.
-    pub fn checkpoint(&self) -> Result<()> {
-        let dir = self.run_dir.join("checkpoint");
-        let info = serde_json::json!({
-            "iteration": self.core.step(),
-            "mode": self.config.core.mode.name(),
-            "env_steps": self.executor.clock.env_steps,
-        });
-        wmrl_vla::checkpoint::save(
-            self.learner.inner.policy(),
-            &dir.join("policy"),
-            info.clone(),
-        )?;
-        wmrl_wm::checkpoint::save(
-            self.world_model.inner.model(),
-            &dir.join("world_model"),
-            info,
-        )?;
-        wmrl_report::write_json_atomic(
-            &dir.join("state.json"),
-            &serde_json::json!({
-                "iteration": self.core.step(),
-                "env_steps": self.executor.clock.env_steps,
-                "executions": self.executions,
-                "imagined": self.imagined,
-                "calibrator": self.core.calibrator(),
-                "world_model_stats": self.world_model.inner.stats,
-                "evaluations": self.evaluations,
-            }),
-        )?;
-        Ok(())
+    /// Writes a checkpoint of the completed iterations and makes it the newest.
+    pub fn save_checkpoint(&self) -> Result<()> {
+        let iteration = self.core.step();
+        let _span = tracing::info_span!("checkpoint", iteration).entered();
+        let dir = checkpoint::checkpoint_dir(&self.run_dir, iteration);
+        self.learner.inner.save_state(&dir.join("learner"))?;
+        wmrl_wm::run_state::save(&self.world_model.inner, &dir.join("world_model"))?;
+        let state = RunState {
+            format: String::new(),
+            version: 0,
+            iteration,
+            mode: self.config.core.mode.name().into(),
+            core: self.core.clone(),
+            executions: self.executions,
+            imagined: self.imagined,
+            train_seconds: self.train_seconds,
+            simulator: self.executor.clock,
+            world_model: self.world_model.clock,
+            learner: self.learner.clock,
+            evaluations: self.evaluations.clone(),
+            replay_seeded: self.replay_seeded,
+        }
+        .stamp();
+        wmrl_report::write_json_atomic(&dir.join(checkpoint::STATE_FILE), &state)?;
+        checkpoint::commit(&self.run_dir, iteration)
     }
 
     fn plot(&self) -> Result<()> {
@@ -379,8 +505,14 @@ mod tests {
         let policy = wmrl_vla::VlaPolicy::new(config.model, tokenizer, tch::Device::Cpu).unwrap();
         let (p, w) = (dir.join("policy"), dir.join("wm"));
         wmrl_vla::checkpoint::save(&policy, &p, serde_json::Value::Null).unwrap();
+        // Refresh every iteration, so that the world model's optimiser,
+        // sampler RNG and replay buffer are exercised by every run (and
+        // across a stop and resume).
+        let mut wm_config = wmrl_wm::WmConfig::load("tiny", &[]).unwrap();
+        wm_config.replay.refresh_every = 1;
+        wm_config.replay.refresh_steps = 2;
         let model = wmrl_wm::LatentWorldModel::new(
-            wmrl_wm::WmConfig::load("tiny", &[]).unwrap(),
+            wm_config,
             Dims::of(&policy),
             policy.encoder_fingerprint(),
             tch::Device::Cpu,
@@ -462,12 +594,19 @@ mod tests {
                 "config.json",
                 "success_vs_env_steps.png",
                 "success_vs_wallclock.png",
-                "checkpoint/policy/model.safetensors",
-                "checkpoint/world_model/world_model.json",
-                "checkpoint/state.json",
+                "policy/model.safetensors",
+                "reference_policy/model.safetensors",
+                "checkpoints/LATEST",
+                "checkpoints/iter-000002/learner/optimizer.safetensors",
+                "checkpoints/iter-000002/world_model/replay.wmlat",
+                "checkpoints/iter-000002/state.json",
             ] {
                 assert!(run.join(file).exists(), "{mode}: {file}");
             }
+            assert!(
+                !run.join("checkpoints/iter-000001").exists(),
+                "{mode}: older checkpoints are removed"
+            );
             // A run folder is never reused.
             let again =
                 VlaTrainer::new(TrainConfig::default(), &policy, &wm, &run, tch::Device::Cpu);
@@ -478,5 +617,126 @@ mod tests {
                     .contains("already holds a training run")
             );
         }
+    }
+
+    /// Everything of a row that must not depend on a stop and resume
+    /// (wall-clock seconds do).
+    fn deterministic_part(row: &serde_json::Value) -> serde_json::Value {
+        let mut row = row.clone();
+        for key in [
+            "simulator_seconds",
+            "world_model_seconds",
+            "learner_seconds",
+            "train_seconds",
+        ] {
+            row.as_object_mut().unwrap().remove(key);
+        }
+        if let Some(eval) = row.get_mut("eval").and_then(|e| e.as_object_mut()) {
+            eval.remove("train_seconds");
+        }
+        row
+    }
+
+    #[test]
+    fn a_stopped_run_resumes_bit_for_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (policy, wm) = checkpoints(dir.path());
+        let config = TrainConfig::parse(
+            r#"
+            tasks = [5]
+            iterations = 4
+            eval_every = 2
+            eval_states = 1
+            [core]
+            # Raw world-model scores: non-zero advantages even though a
+            # random policy never succeeds in 16 steps.
+            mode = "wmrl-no-debias"
+            groups = 4
+            group_size = 2
+            anchor_ratio = 0.5
+            [grpo]
+            entropy_coef = 0.01
+            [core.calibrator]
+            min_pairs = 2
+            [executor]
+            envs = 4
+            max_steps = 16
+            "#,
+            "test",
+            false,
+            &[],
+        )
+        .unwrap();
+        let straight_dir = dir.path().join("straight");
+        let mut straight = VlaTrainer::new(
+            config.clone(),
+            &policy,
+            &wm,
+            &straight_dir,
+            tch::Device::Cpu,
+        )
+        .unwrap();
+        straight.run(&mut |_, _| {}).unwrap();
+
+        let stopped_dir = dir.path().join("stopped");
+        let mut first =
+            VlaTrainer::new(config, &policy, &wm, &stopped_dir, tch::Device::Cpu).unwrap();
+        first.run_until(2, &mut |_, _| {}).unwrap();
+        drop(first);
+        // The iteration in flight when the process died: its row was written
+        // (or half written), its checkpoint was not.
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(stopped_dir.join("metrics.jsonl"))
+                .unwrap();
+            writeln!(f, "{{\"iteration\":3,\"mode\":\"wmrl-no-debias\"}}").unwrap();
+            write!(f, "{{\"iteration\":4,\"mo").unwrap();
+        }
+        let mut resumed = VlaTrainer::resume(&stopped_dir, tch::Device::Cpu).unwrap();
+        assert_eq!(resumed.completed_iterations(), 2);
+        let summary = resumed.run(&mut |_, _| {}).unwrap();
+        assert_eq!(summary.evaluations.len(), 3);
+
+        let bits = |run: &Path| std::fs::read(run.join("policy/model.safetensors")).unwrap();
+        assert!(
+            bits(&straight_dir) == bits(&stopped_dir),
+            "resumed policy weights differ from the uninterrupted run's"
+        );
+        let wm_bits = |run: &Path| {
+            std::fs::read(
+                run.join("checkpoints/iter-000004/world_model/world_model/world_model.safetensors"),
+            )
+            .unwrap()
+        };
+        assert!(
+            wm_bits(&straight_dir) == wm_bits(&stopped_dir),
+            "world model differs"
+        );
+        let rows = |run: &Path| -> Vec<serde_json::Value> {
+            wmrl_report::metrics::read_rows(&run.join("metrics.jsonl"))
+                .unwrap()
+                .iter()
+                .map(deterministic_part)
+                .collect()
+        };
+        let (a, b) = (rows(&straight_dir), rows(&stopped_dir));
+        assert_eq!(b.len(), 4, "one row per iteration, the lost one re-run");
+        assert_eq!(a, b);
+        assert!(
+            a.iter().all(|r| r["world_model_refresh_loss"].is_number()),
+            "the world model was refreshed every iteration"
+        );
+        assert!(
+            a.iter()
+                .all(|r| r["learner"]["grad_norm"].as_f64().unwrap() > 0.0),
+            "the policy moved every iteration: {a:?}"
+        );
+
+        // Resuming a finished run has nothing left to do; a folder without a
+        // run is refused by name.
+        let err = VlaTrainer::resume(&dir.path().join("nothing"), tch::Device::Cpu).unwrap_err();
+        assert!(err.to_string().contains("no config.json"), "{err}");
     }
 }

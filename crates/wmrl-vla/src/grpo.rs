@@ -18,9 +18,11 @@
 //! optimiser step (gradients accumulated over minibatches of chunks).
 
 use serde::{Deserialize, Serialize};
-use tch::nn::{self, OptimizerConfig};
+use std::path::Path;
+
 use tch::{Device, Kind, Tensor};
 use wmrl_core::seams::{Batch, Policy};
+use wmrl_tch::{AdamW, AdamWConfig};
 
 use crate::distribution::ActionDistribution;
 use crate::inference::{ActionChunk, PolicyInput};
@@ -117,11 +119,24 @@ pub struct LearnStats {
     pub grad_norm: f64,
 }
 
+/// File of the optimiser's moments in a learner state folder.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// File of the learner's counters in a learner state folder.
+pub const LEARNER_FILE: &str = "learner.json";
+
+/// The counters saved beside the weights.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LearnerState {
+    steps: u64,
+    optimizer_steps: u64,
+    last: LearnStats,
+}
+
 /// A VLA with its optimiser: the learner the core calls.
 pub struct VlaLearner {
     policy: VlaPolicy,
     reference: Option<VlaPolicy>,
-    optimizer: nn::Optimizer,
+    optimizer: AdamW,
     config: GrpoConfig,
     /// Statistics of the last `learn` call.
     pub last: LearnStats,
@@ -152,12 +167,14 @@ impl VlaLearner {
         } else {
             None
         };
-        let optimizer = nn::AdamW {
-            wd: config.weight_decay,
-            ..Default::default()
-        }
-        .build(policy.var_store(), config.lr)
-        .map_err(Error::torch("building the GRPO optimiser"))?;
+        let optimizer = AdamW::new(
+            policy.var_store(),
+            AdamWConfig {
+                lr: config.lr,
+                weight_decay: config.weight_decay,
+                ..Default::default()
+            },
+        );
         Ok(Self {
             policy,
             reference,
@@ -176,6 +193,52 @@ impl VlaLearner {
     /// The settings.
     pub fn config(&self) -> &GrpoConfig {
         &self.config
+    }
+
+    /// Saves the learner's state into `dir`: the policy (`policy/`), the
+    /// optimiser's moments (`optimizer.safetensors`) and the counters
+    /// (`learner.json`), each file atomically. The reference policy of the KL
+    /// term is the one the learner was built from and is not saved here.
+    pub fn save_state(&self, dir: &Path) -> Result<()> {
+        crate::checkpoint::save(&self.policy, &dir.join("policy"), serde_json::Value::Null)?;
+        wmrl_report::write_atomic(
+            &dir.join(OPTIMIZER_FILE),
+            &crate::checkpoint::var_store_bytes(self.optimizer.state())?,
+        )?;
+        wmrl_report::write_json_atomic(
+            &dir.join(LEARNER_FILE),
+            &LearnerState {
+                steps: self.steps,
+                optimizer_steps: self.optimizer.steps(),
+                last: self.last.clone(),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Restores a state written by [`Self::save_state`] into a learner built
+    /// from the same starting policy and settings; afterwards it continues
+    /// bit for bit. Checks every tensor's name and shape.
+    pub fn load_state(&mut self, dir: &Path) -> Result<()> {
+        crate::checkpoint::load_weights(
+            &mut self.policy,
+            &dir.join("policy").join(crate::checkpoint::WEIGHTS_FILE),
+        )?;
+        crate::checkpoint::load_var_store(self.optimizer.state_mut(), &dir.join(OPTIMIZER_FILE))?;
+        let path = dir.join(LEARNER_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let state: LearnerState =
+            serde_json::from_str(&text).map_err(|e| Error::BadCheckpoint {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        self.optimizer.set_steps(state.optimizer_steps);
+        self.steps = state.steps;
+        self.last = state.last;
+        Ok(())
     }
 
     /// Latent and raw proprioception `[K, D]`, `[K, P]` of a rollout's chunks.
@@ -376,17 +439,7 @@ impl Policy<VlaAdapter> for VlaLearner {
                 .double_value(&[]);
             moved += log_ratio.abs().sum(Kind::Float).double_value(&[]);
         }
-        let grad_norm = {
-            let mut sq = 0.0;
-            for t in self.policy.var_store().trainable_variables() {
-                let g = t.grad();
-                if g.defined() {
-                    sq += g.square().sum(Kind::Double).double_value(&[]);
-                }
-            }
-            sq.sqrt()
-        };
-        self.optimizer.clip_grad_norm(self.config.grad_clip);
+        let grad_norm = self.optimizer.clip_grad_norm(self.config.grad_clip);
         self.optimizer.step();
         self.optimizer.zero_grad();
         self.steps += 1;

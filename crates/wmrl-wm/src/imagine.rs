@@ -159,6 +159,21 @@ impl VlaWorldModel {
         &self.replay
     }
 
+    /// The replay buffer, to restore a saved one.
+    pub fn replay_mut(&mut self) -> &mut ReplayBuffer {
+        &mut self.replay
+    }
+
+    /// The refresh trainer (optimiser and batch sampler).
+    pub fn trainer(&self) -> &WmTrainer {
+        &self.trainer
+    }
+
+    /// The refresh trainer, to restore a saved state.
+    pub fn trainer_mut(&mut self) -> &mut WmTrainer {
+        &mut self.trainer
+    }
+
     /// Adds episodes (demonstrations, earlier rollouts) to the replay buffer.
     pub fn extend_replay(&mut self, episodes: impl IntoIterator<Item = LatentTrajectory>) {
         let dims = self.model.dims();

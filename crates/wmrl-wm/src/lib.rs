@@ -32,6 +32,7 @@ pub mod imagine;
 pub mod model;
 pub mod quality;
 pub mod replay;
+pub mod run_state;
 pub mod train;
 pub mod trajectory;
 

@@ -21,8 +21,9 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tch::nn::{self, OptimizerConfig};
+use tch::nn;
 use tch::{Device, Kind, Tensor};
+use wmrl_tch::{AdamW, AdamWConfig};
 
 use crate::model::{LatentWorldModel, episode_logits};
 use crate::trajectory::LatentTrajectory;
@@ -239,7 +240,7 @@ pub fn losses(
 
 /// AdamW over the world model's weights, and the batch sampler.
 pub struct WmTrainer {
-    optimizer: nn::Optimizer,
+    optimizer: AdamW,
     rng: ChaCha8Rng,
     grad_clip: f64,
     window: usize,
@@ -254,12 +255,14 @@ impl WmTrainer {
     /// An optimiser for `model` with its config's settings.
     pub fn new(model: &LatentWorldModel) -> Result<Self> {
         let t = &model.config().train;
-        let optimizer = nn::AdamW {
-            wd: t.weight_decay,
-            ..Default::default()
-        }
-        .build(model.var_store(), t.lr)
-        .map_err(Error::torch("building the world-model optimiser"))?;
+        let optimizer = AdamW::new(
+            model.var_store(),
+            AdamWConfig {
+                lr: t.lr,
+                weight_decay: t.weight_decay,
+                ..Default::default()
+            },
+        );
         Ok(Self {
             optimizer,
             rng: ChaCha8Rng::seed_from_u64(t.seed),
@@ -315,6 +318,101 @@ impl WmTrainer {
     /// Sets the learning rate (for schedules).
     pub fn set_lr(&mut self, lr: f64) {
         self.optimizer.set_lr(lr);
+    }
+
+    /// The optimiser's moments, to save with the model's variable-store writer.
+    pub fn optimizer_state(&self) -> &nn::VarStore {
+        self.optimizer.state()
+    }
+
+    /// The optimiser's moments, to load a saved state into.
+    pub fn optimizer_state_mut(&mut self) -> &mut nn::VarStore {
+        self.optimizer.state_mut()
+    }
+
+    /// Counters and the sampler's RNG position.
+    pub fn counters(&self) -> TrainerCounters {
+        TrainerCounters {
+            steps: self.steps,
+            dropped_batches: self.dropped_batches,
+            optimizer_steps: self.optimizer.steps(),
+            lr: self.optimizer.config().lr,
+            rng: RngState::of(&self.rng),
+        }
+    }
+
+    /// Restores what [`Self::counters`] returned.
+    pub fn set_counters(&mut self, c: &TrainerCounters) -> std::result::Result<(), String> {
+        self.rng = c.rng.restore()?;
+        self.steps = c.steps;
+        self.dropped_batches = c.dropped_batches;
+        self.optimizer.set_steps(c.optimizer_steps);
+        self.optimizer.set_lr(c.lr);
+        Ok(())
+    }
+}
+
+/// The counters of a [`WmTrainer`], saved with a run's checkpoint.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TrainerCounters {
+    /// Optimiser steps taken.
+    pub steps: u64,
+    /// Batches dropped for non-finite losses.
+    pub dropped_batches: u64,
+    /// The optimiser's own step count (bias correction).
+    pub optimizer_steps: u64,
+    /// Current learning rate.
+    pub lr: f64,
+    /// The batch sampler's RNG.
+    pub rng: RngState,
+}
+
+/// The exact position of a ChaCha8 RNG (seed, stream, word position).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RngState {
+    /// The 32-byte seed, hex.
+    pub seed: String,
+    /// Stream number.
+    pub stream: u64,
+    /// Word position in the stream (decimal; it is a u128).
+    pub word_pos: String,
+}
+
+impl RngState {
+    /// Where `rng` stands.
+    pub fn of(rng: &ChaCha8Rng) -> Self {
+        Self {
+            seed: rng.get_seed().iter().map(|b| format!("{b:02x}")).collect(),
+            stream: rng.get_stream(),
+            word_pos: rng.get_word_pos().to_string(),
+        }
+    }
+
+    /// An RNG at that position; an error says which field is malformed.
+    pub fn restore(&self) -> std::result::Result<ChaCha8Rng, String> {
+        let mut seed = [0u8; 32];
+        let ok = self.seed.len() == 64
+            && (0..32).all(|i| {
+                u8::from_str_radix(self.seed.get(2 * i..2 * i + 2).unwrap_or("zz"), 16)
+                    .map(|b| seed[i] = b)
+                    .is_ok()
+            });
+        if !ok {
+            return Err(format!(
+                "rng.seed: expected 64 hex digits, found `{}`",
+                self.seed
+            ));
+        }
+        let pos = self.word_pos.parse::<u128>().map_err(|_| {
+            format!(
+                "rng.word_pos: expected a decimal integer, found `{}`",
+                self.word_pos
+            )
+        })?;
+        let mut rng = ChaCha8Rng::from_seed(seed);
+        rng.set_stream(self.stream);
+        rng.set_word_pos(pos);
+        Ok(rng)
     }
 }
 
