@@ -46,6 +46,8 @@ pub enum Command {
     Demos(commands::demos::DemosArgs),
     /// WMRL post-training of a VLA on LIBERO-Long in the embedded simulator (any core mode).
     Train(commands::train::TrainArgs),
+    /// Runs the core's modes side by side (same config and seeds) and writes the ablation table.
+    Experiment(commands::experiment::ExperimentArgs),
     /// World model: record policy rollouts, train, evaluate score quality.
     Wm(commands::wm::WmArgs),
     /// Per-task success of a policy checkpoint on the fixed initial states.

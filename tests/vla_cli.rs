@@ -508,6 +508,49 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(rows, (1..=30).collect::<Vec<u64>>());
     let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
     assert_eq!(summary["executions"], 30 * 2, "{summary}");
+    // `wmrl experiment`: two modes side by side, the ablation table written.
+    let exp_dir = dir.path().join("experiment");
+    let mut args: Vec<String> = [
+        "--device",
+        "cpu",
+        "experiment",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--modes",
+        "real,wmrl",
+        "--seeds",
+        "0",
+        "--out",
+        exp_dir.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(small.iter().map(|s| s.to_string()));
+    let exp = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(exp.status.success(), "{}", text(&exp));
+    let table = std::fs::read_to_string(exp_dir.join("experiment.md")).unwrap();
+    assert!(
+        table.contains("| real |") && table.contains("| wmrl |") && table.contains("task 0 %"),
+        "{table}"
+    );
+    assert!(exp_dir.join("success_vs_env_steps.png").exists());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(exp_dir.join("experiment.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["rows"][0]["mode"], "real", "{report}");
+    assert_eq!(report["rows"][0]["seeds"], 1, "{report}");
+    // Run again: finished runs are reused, not repeated.
+    let before = std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap();
+    let again = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(
+        std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap(),
+        before
+    );
+
     // Nothing to resume: named, non-zero.
     let missing = wmrl(&[
         "train",

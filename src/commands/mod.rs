@@ -6,6 +6,7 @@ pub mod demo;
 pub mod demos;
 pub mod device;
 pub mod eval;
+pub mod experiment;
 pub mod research;
 pub mod robots;
 pub mod scene;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => sim::run(&global, args),
         Command::Wm(args) => wm::run(&global, args),
         Command::Train(args) => train::run(&global, args),
+        Command::Experiment(args) => experiment::run(&global, args),
         Command::Robotd(args) => robots::robotd(&global, args),
         Command::Robots(args) => robots::robots(&global, args),
         Command::Scene(args) => scene::run(&global, args),

@@ -25,6 +25,7 @@
 pub mod checkpoint;
 mod config;
 mod error;
+pub mod experiment;
 mod timed;
 mod trainer;
 

@@ -1,0 +1,505 @@
+//! `wmrl experiment`: the modes of the core side by side on one config and
+//! the same seeds, summarised as the paper's ablation table (final success
+//! per task and on average; real environment steps and training compute to
+//! reach a target success rate, relative to `real`).
+//!
+//! Each (mode, seed) is an ordinary run folder `<mode>-seed<k>/` under the
+//! experiment folder, with its own metrics, plots and checkpoints. A run that
+//! finished leaves `summary.json` and is not run again; a run that was
+//! interrupted is resumed from its checkpoint. So an experiment killed at any
+//! moment continues where it stopped when started again with the same
+//! arguments.
+//!
+//! The target: `--target` when given, otherwise the mean final success of
+//! `real` (WMRL must reach `real`'s gain). "Steps to target" is the real
+//! environment steps at the first evaluation whose greedy success reaches the
+//! target; compute is the training wall-clock at that evaluation
+//! (evaluations excluded). Means and standard errors are over the seeds that
+//! reached the target; the table says how many did.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use wmrl_core::Mode;
+use wmrl_report::{LinePlot, Series, SeriesStyle};
+
+use crate::checkpoint::{self, CHECKPOINTS_DIR};
+use crate::config::TrainConfig;
+use crate::trainer::{Evaluation, TrainSummary, VlaTrainer};
+use crate::{Error, Result};
+
+/// File a finished run leaves in its folder.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ExperimentPlan {
+    /// The shared config (its mode and seed are replaced per run).
+    pub config: TrainConfig,
+    /// Modes, in table order.
+    pub modes: Vec<Mode>,
+    /// Seeds (the core's seed: prompts, anchor schedule, sampling).
+    pub seeds: Vec<u64>,
+    /// Target success rate; `None`: the mean final success of `real`.
+    pub target: Option<f64>,
+}
+
+/// Mean and standard error over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeanSe {
+    /// Mean.
+    pub mean: f64,
+    /// Standard error of the mean (0 with one value).
+    pub se: f64,
+    /// Values averaged.
+    pub n: usize,
+}
+
+impl MeanSe {
+    /// Of `values`; `None` when empty.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let se = if n > 1 {
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            (var / n as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Self { mean, se, n })
+    }
+}
+
+/// One mode's row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeRow {
+    /// Mode.
+    pub mode: String,
+    /// Seeds run.
+    pub seeds: usize,
+    /// Success before training (the SFT policy).
+    pub initial_success: MeanSe,
+    /// Final greedy success, averaged over tasks.
+    pub final_success: MeanSe,
+    /// Final success per task, in `tasks` order.
+    pub final_per_task: Vec<MeanSe>,
+    /// Real environment steps of the whole run.
+    pub env_steps: MeanSe,
+    /// Training wall-clock seconds of the whole run.
+    pub train_seconds: MeanSe,
+    /// Real environment steps to reach the target (seeds that reached it).
+    pub steps_to_target: Option<MeanSe>,
+    /// Training seconds to reach the target (seeds that reached it).
+    pub seconds_to_target: Option<MeanSe>,
+    /// Seeds that reached the target.
+    pub reached: usize,
+    /// `real`'s steps to target ÷ this mode's (× fewer real steps).
+    pub steps_saving: Option<f64>,
+    /// `real`'s seconds to target ÷ this mode's (× less compute).
+    pub compute_saving: Option<f64>,
+}
+
+/// The experiment's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentReport {
+    /// Tasks trained and evaluated.
+    pub tasks: Vec<usize>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Iterations per run.
+    pub iterations: u64,
+    /// The target success rate used.
+    pub target: Option<f64>,
+    /// One row per mode, in plan order.
+    pub rows: Vec<ModeRow>,
+}
+
+/// The first evaluation reaching `target`: (env steps, train seconds).
+fn first_reaching(evaluations: &[Evaluation], target: f64) -> Option<(f64, f64)> {
+    evaluations
+        .iter()
+        .find(|e| e.success >= target - 1e-12)
+        .map(|e| (e.env_steps as f64, e.train_seconds))
+}
+
+impl ExperimentReport {
+    /// Builds the table from finished runs (grouped by mode, in `modes` order).
+    pub fn from_runs(
+        modes: &[Mode],
+        runs: &[TrainSummary],
+        tasks: &[usize],
+        seeds: &[u64],
+        iterations: u64,
+        target: Option<f64>,
+    ) -> Self {
+        let by_mode: BTreeMap<&str, Vec<&TrainSummary>> =
+            runs.iter().fold(BTreeMap::new(), |mut m, r| {
+                m.entry(r.mode.as_str()).or_default().push(r);
+                m
+            });
+        let last = |r: &TrainSummary| r.evaluations.last().cloned();
+        let target = target.or_else(|| {
+            let finals: Vec<f64> = by_mode
+                .get(Mode::Real.name())?
+                .iter()
+                .filter_map(|r| last(r).map(|e| e.success))
+                .collect();
+            MeanSe::of(&finals).map(|m| m.mean)
+        });
+        let zero = MeanSe {
+            mean: 0.0,
+            se: 0.0,
+            n: 0,
+        };
+        let mut rows: Vec<ModeRow> = modes
+            .iter()
+            .filter_map(|mode| {
+                let runs = by_mode.get(mode.name())?;
+                let of = |f: &dyn Fn(&TrainSummary) -> Option<f64>| {
+                    MeanSe::of(&runs.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+                        .unwrap_or(zero)
+                };
+                let hits: Vec<(f64, f64)> = target
+                    .map(|t| {
+                        runs.iter()
+                            .filter_map(|r| first_reaching(&r.evaluations, t))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Some(ModeRow {
+                    mode: mode.name().into(),
+                    seeds: runs.len(),
+                    initial_success: of(&|r| r.evaluations.first().map(|e| e.success)),
+                    final_success: of(&|r| last(r).map(|e| e.success)),
+                    final_per_task: (0..tasks.len())
+                        .map(|i| of(&|r| last(r).and_then(|e| e.per_task.get(i).copied())))
+                        .collect(),
+                    env_steps: of(&|r| Some(r.env_steps as f64)),
+                    train_seconds: of(&|r| Some(r.train_seconds)),
+                    steps_to_target: MeanSe::of(&hits.iter().map(|h| h.0).collect::<Vec<_>>()),
+                    seconds_to_target: MeanSe::of(&hits.iter().map(|h| h.1).collect::<Vec<_>>()),
+                    reached: hits.len(),
+                    steps_saving: None,
+                    compute_saving: None,
+                })
+            })
+            .collect();
+        let real = rows
+            .iter()
+            .find(|r| r.mode == Mode::Real.name())
+            .map(|r| (r.steps_to_target, r.seconds_to_target));
+        if let Some((real_steps, real_seconds)) = real {
+            for row in &mut rows {
+                let ratio = |a: Option<MeanSe>, b: Option<MeanSe>| match (a, b) {
+                    (Some(a), Some(b)) if b.mean > 0.0 => Some(a.mean / b.mean),
+                    _ => None,
+                };
+                row.steps_saving = ratio(real_steps, row.steps_to_target);
+                row.compute_saving = ratio(real_seconds, row.seconds_to_target);
+            }
+        }
+        Self {
+            tasks: tasks.to_vec(),
+            seeds: seeds.to_vec(),
+            iterations,
+            target,
+            rows,
+        }
+    }
+
+    /// The Markdown table (and a legend).
+    pub fn markdown(&self) -> String {
+        let pct = |m: &MeanSe| {
+            if m.n > 1 {
+                format!("{:.1} ± {:.1}", 100.0 * m.mean, 100.0 * m.se)
+            } else {
+                format!("{:.1}", 100.0 * m.mean)
+            }
+        };
+        let num = |m: &Option<MeanSe>, unit: &str| match m {
+            Some(m) if m.n > 1 => format!("{:.0} ± {:.0}{unit}", m.mean, m.se),
+            Some(m) => format!("{:.0}{unit}", m.mean),
+            None => "not reached".into(),
+        };
+        let times = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.2}×"));
+        let mut out = String::new();
+        let target = self.target.map_or("none (no `real` run)".into(), |t| {
+            format!("{:.1}%", 100.0 * t)
+        });
+        let _ = writeln!(
+            out,
+            "LIBERO-Long post-training, tasks {:?}, {} iterations, seeds {:?}; target success {target}.\n",
+            self.tasks, self.iterations, self.seeds
+        );
+        let _ = write!(out, "| mode | SFT % | final % (avg) |");
+        for t in &self.tasks {
+            let _ = write!(out, " task {t} % |");
+        }
+        let _ = writeln!(
+            out,
+            " real env steps (run) | env steps to target | × fewer than real | train s to target | × less compute | seeds reaching |"
+        );
+        let _ = write!(out, "|---|---:|---:|");
+        for _ in &self.tasks {
+            let _ = write!(out, "---:|");
+        }
+        let _ = writeln!(out, "---:|---:|---:|---:|---:|---:|");
+        for r in &self.rows {
+            let _ = write!(
+                out,
+                "| {} | {} | {} |",
+                r.mode,
+                pct(&r.initial_success),
+                pct(&r.final_success)
+            );
+            for t in &r.final_per_task {
+                let _ = write!(out, " {} |", pct(t));
+            }
+            let _ = writeln!(
+                out,
+                " {} | {} | {} | {} | {} | {}/{} |",
+                num(&Some(r.env_steps), ""),
+                num(&r.steps_to_target, ""),
+                times(r.steps_saving),
+                num(&r.seconds_to_target, " s"),
+                times(r.compute_saving),
+                r.reached,
+                r.seeds
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nSuccess is greedy, on the fixed initial states, mean ± standard error over seeds. \
+             Steps and seconds to target: at the first evaluation reaching the target, over the seeds \
+             that reached it; × columns are `real`'s figure divided by the mode's."
+        );
+        out
+    }
+}
+
+/// Runs (or resumes, or skips when finished) every (mode, seed) of `plan`
+/// under `out`, then writes `experiment.md`, `experiment.json` and
+/// `success_vs_env_steps.png`. `progress(run name, iteration, last evaluation)`.
+pub fn run(
+    plan: &ExperimentPlan,
+    policy_dir: &Path,
+    world_model_dir: &Path,
+    out: &Path,
+    device: tch::Device,
+    progress: &mut dyn FnMut(&str, u64, Option<&Evaluation>),
+) -> Result<ExperimentReport> {
+    plan.config.validate()?;
+    if plan.modes.is_empty() || plan.seeds.is_empty() {
+        return Err(Error::Config {
+            origin: "experiment".into(),
+            message: "expected at least one mode and one seed".into(),
+        });
+    }
+    let mut runs = Vec::new();
+    for &seed in &plan.seeds {
+        for &mode in &plan.modes {
+            let name = format!("{}-seed{seed}", mode.name());
+            let _span = tracing::info_span!("experiment_run", run = %name).entered();
+            let dir = out.join(&name);
+            runs.push(run_one(
+                plan,
+                mode,
+                seed,
+                &dir,
+                policy_dir,
+                world_model_dir,
+                device,
+                &mut |i, e| progress(&name, i, e),
+            )?);
+        }
+    }
+    let report = ExperimentReport::from_runs(
+        &plan.modes,
+        &runs,
+        &plan.config.tasks,
+        &plan.seeds,
+        plan.config.iterations,
+        plan.target,
+    );
+    wmrl_report::write_atomic(&out.join("experiment.md"), report.markdown().as_bytes())?;
+    wmrl_report::write_json_atomic(&out.join("experiment.json"), &report)?;
+    plot(&plan.modes, &runs, &out.join("success_vs_env_steps.png"))?;
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    plan: &ExperimentPlan,
+    mode: Mode,
+    seed: u64,
+    dir: &Path,
+    policy_dir: &Path,
+    world_model_dir: &Path,
+    device: tch::Device,
+    progress: &mut dyn FnMut(u64, Option<&Evaluation>),
+) -> Result<TrainSummary> {
+    let summary_path = dir.join(SUMMARY_FILE);
+    if summary_path.exists() {
+        let text = std::fs::read_to_string(&summary_path).map_err(|source| Error::Io {
+            path: summary_path.clone(),
+            source,
+        })?;
+        let summary: TrainSummary = serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
+            path: summary_path.clone(),
+            message: e.to_string(),
+        })?;
+        tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
+        return Ok(summary);
+    }
+    let mut config = plan.config.clone();
+    config.core.mode = mode;
+    config.core.seed = seed;
+    let mut trainer = if checkpoint::latest(dir)?.is_some() {
+        let trainer = VlaTrainer::resume(dir, device)?;
+        if *trainer.config() != config {
+            return Err(Error::Checkpoint {
+                path: dir.join("config.json"),
+                message: "belongs to an experiment with another config; choose another --out"
+                    .into(),
+            });
+        }
+        trainer
+    } else {
+        if dir.join(CHECKPOINTS_DIR).exists() || dir.join("metrics.jsonl").exists() {
+            // Killed before its first checkpoint was complete: start over.
+            std::fs::remove_dir_all(dir).map_err(|source| Error::Io {
+                path: dir.into(),
+                source,
+            })?;
+        }
+        VlaTrainer::new(config, policy_dir, world_model_dir, dir, device)?
+    };
+    let summary = trainer.run(progress)?;
+    wmrl_report::write_json_atomic(&summary_path, &summary)?;
+    Ok(summary)
+}
+
+/// Mean success against mean real environment steps, per mode.
+fn plot(modes: &[Mode], runs: &[TrainSummary], path: &PathBuf) -> Result<()> {
+    let series = modes
+        .iter()
+        .filter_map(|mode| {
+            let runs: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
+            let k = runs.iter().map(|r| r.evaluations.len()).min()?;
+            let points = (0..k)
+                .map(|i| {
+                    let n = runs.len() as f64;
+                    let x = runs
+                        .iter()
+                        .map(|r| r.evaluations[i].env_steps as f64)
+                        .sum::<f64>()
+                        / n;
+                    let y = runs.iter().map(|r| r.evaluations[i].success).sum::<f64>() / n;
+                    (x, 100.0 * y)
+                })
+                .collect();
+            Some(Series::line(mode.name(), points).with_style(SeriesStyle::LineWithMarkers))
+        })
+        .collect();
+    LinePlot {
+        title: "LIBERO-Long post-training: success against real executions".into(),
+        x_label: "real environment steps".into(),
+        y_label: "greedy success, mean over seeds (%)".into(),
+        series,
+        y_range: Some((0.0, 100.0)),
+        ..Default::default()
+    }
+    .write_png(path)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(mode: Mode, seed: u64, curve: &[(u64, f64, f64)]) -> TrainSummary {
+        TrainSummary {
+            mode: mode.name().into(),
+            seed,
+            evaluations: curve
+                .iter()
+                .enumerate()
+                .map(|(i, &(steps, seconds, success))| Evaluation {
+                    iteration: i as u64,
+                    env_steps: steps,
+                    train_seconds: seconds,
+                    success,
+                    per_task: vec![success],
+                })
+                .collect(),
+            env_steps: curve.last().unwrap().0,
+            executions: 0,
+            imagined: 0,
+            train_seconds: curve.last().unwrap().1,
+            replay_seeded: 0,
+            run_dir: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn the_table_measures_steps_to_reach_reals_final_success() {
+        let runs = vec![
+            summary(
+                Mode::Real,
+                0,
+                &[(0, 0.0, 0.3), (1000, 10.0, 0.4), (2000, 20.0, 0.5)],
+            ),
+            summary(
+                Mode::Real,
+                1,
+                &[(0, 0.0, 0.3), (1000, 10.0, 0.5), (2000, 20.0, 0.5)],
+            ),
+            // Reaches 0.5 after 250 real steps (seed 0) and 500 (seed 1).
+            summary(
+                Mode::Wmrl,
+                0,
+                &[(0, 0.0, 0.3), (250, 5.0, 0.5), (500, 10.0, 0.6)],
+            ),
+            summary(
+                Mode::Wmrl,
+                1,
+                &[(0, 0.0, 0.3), (250, 5.0, 0.4), (500, 10.0, 0.5)],
+            ),
+            // Never reaches it.
+            summary(
+                Mode::WmOnly,
+                0,
+                &[(0, 0.0, 0.3), (0, 4.0, 0.35), (0, 8.0, 0.2)],
+            ),
+        ];
+        let report = ExperimentReport::from_runs(
+            &[Mode::Real, Mode::Wmrl, Mode::WmOnly],
+            &runs,
+            &[5],
+            &[0, 1],
+            2,
+            None,
+        );
+        assert_eq!(report.target, Some(0.5));
+        let real = &report.rows[0];
+        assert_eq!(real.steps_to_target.unwrap().mean, 1500.0);
+        assert_eq!(real.reached, 2);
+        let wmrl = &report.rows[1];
+        assert_eq!(wmrl.steps_to_target.unwrap().mean, 375.0);
+        assert!((wmrl.steps_saving.unwrap() - 4.0).abs() < 1e-12);
+        assert!((wmrl.compute_saving.unwrap() - 15.0 / 7.5).abs() < 1e-12);
+        assert!((wmrl.final_success.mean - 0.55).abs() < 1e-12);
+        assert!((wmrl.final_success.se - 0.05).abs() < 1e-12);
+        let wm_only = &report.rows[2];
+        assert_eq!((wm_only.reached, wm_only.steps_saving), (0, None));
+        let md = report.markdown();
+        assert!(md.contains("| wmrl | 30.0 ± 0.0 | 55.0 ± 5.0 |"), "{md}");
+        assert!(md.contains("4.00×") && md.contains("not reached"), "{md}");
+        assert!(md.contains("target success 50.0%"), "{md}");
+    }
+}
