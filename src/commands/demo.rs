@@ -1,72 +1,246 @@
-//! `wmrl demo`: the smallest real thing the project does end to end, small
-//! enough for a laptop: the synthetic benchmark's `paper` world, every mode
-//! of the WMRL core from the same 3 seeds (about a minute in a debug build,
-//! seconds in release). It prints the table and where the plots and metrics
-//! are, then runs one scripted-expert episode of a LIBERO-Long task in the
-//! embedded rapier simulator (both cameras rendered) and writes it as a GIF.
+//! `wmrl demo`: the main job, end to end, on the embedded default (the
+//! rapier simulator; no robot, no downloads), sized for a 2-core CPU:
+//!
+//! 1. scripted-expert demonstrations of LIBERO-Long task 5;
+//! 2. a tiny VLA trained on them by behaviour cloning (the SFT policy);
+//! 3. rollouts of that policy, recorded for the world model;
+//! 4. the world model, trained on demonstrations and rollouts;
+//! 5. WMRL post-training (shipped config `demo`): anchors executed in the
+//!    simulator, the rest imagined, debiased and denoised by the core,
+//!    greedy success on the 50 fixed initial states before and after.
+//!
+//! Steps 1–4 are cached under `OUT/cache/` and reused by later runs (delete
+//! the folder, or pass `--fresh`, to rebuild them); each post-training run
+//! gets a new folder `OUT/run-N/`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Args;
-use wmrl_core::Mode;
-use wmrl_synth::Scenario;
+use indicatif::{ProgressBar, ProgressStyle};
+use wmrl_train::{TrainConfig, VlaTrainer};
 
 use crate::cli::GlobalArgs;
 
-/// The LIBERO-Long task of the demo's simulator episode (the book into the caddy).
+/// The LIBERO-Long task of the demo (the book into the caddy).
 const DEMO_TASK: usize = 5;
+/// Bump when a cached stage's recipe changes, so stale caches are not reused.
+const CACHE_VERSION: &str = "v1";
 
 /// Arguments of `wmrl demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Where run artefacts (metrics, plots) go.
+    /// Where the cache and the run folders go.
     #[arg(long, default_value = "runs/demo")]
     pub out: PathBuf,
+    /// Rebuild the cached demonstrations, SFT policy and world model.
+    #[arg(long)]
+    pub fresh: bool,
+    /// Override one value of the post-training config (repeatable), e.g. `--set iterations=20`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+fn stage(global: &GlobalArgs, n: usize, what: &str, cached: bool) {
+    if !global.json {
+        let note = if cached { " (cached)" } else { "" };
+        println!("\n[{n}/5] {what}{note}");
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
-    let scenario = Scenario {
-        seeds: 3,
-        ..Scenario::preset("paper")?
-    };
-    if !global.json {
-        println!(
-            "WMRL demo: GRPO on a synthetic world whose world model is cheap (1/100 of a real execution), \
-             miscalibrated, over-rates 3% of bad actions and is noisy.\n\
-             Every mode of the core trains the same softmax policy from the same {} seeds for {} steps; \
-             anchors are {:.0}% of groups.\n",
-            scenario.seeds,
-            scenario.steps,
-            scenario.core.anchor_ratio * 100.0
-        );
-    }
-    let results = super::synth::run_benchmark(&[scenario], &Mode::ALL, 0.95, &args.out)?;
-    super::synth::print_results(global, &results)?;
-    // The embedded default executor: one expert episode in the simulator.
-    let (task, state) = (DEMO_TASK, 0);
-    let gif = args.out.join("sim").join("expert.gif");
     let started = std::time::Instant::now();
-    let (frames, episode) = super::sim::record_expert_gif(task, state, 128, 4, &gif)?;
-    let instruction = wmrl_sim::task(task)?.instruction;
+    let cache = args.out.join("cache").join(CACHE_VERSION);
+    if args.fresh && cache.exists() {
+        std::fs::remove_dir_all(&cache)
+            .with_context(|| format!("removing the cache {}", cache.display()))?;
+    }
+    let config = TrainConfig::load(Some(Path::new("demo")), &args.overrides)?;
+    let instruction = wmrl_sim::task(DEMO_TASK)?.instruction;
     if !global.json {
         println!(
-            "Read it as: `wm-only` trusts the world model and is misled; `wmrl` corrects it with a few real \
-             executions and reaches `real`'s reward with far fewer of them (`savings`). \
-             `wmrl synth` runs all scenarios with 5 seeds."
-        );
-        println!(
-            "\nThe embedded simulator (rapier, 240 Hz physics, 20 Hz control, two 128×128 cameras): \
-             the scripted expert on task {task} (\"{instruction}\"), initial state {state}: {} after {} control steps \
-             ({:.1} s).\n  gif:     {} ({frames} frames, agent view | wrist view)",
-            if episode.success {
-                "success"
-            } else {
-                "failure"
-            },
-            episode.steps,
-            started.elapsed().as_secs_f64(),
-            gif.display(),
+            "WMRL demo: post-train a vision-language-action policy on LIBERO-Long task {DEMO_TASK} \
+             (\"{instruction}\") in the embedded rapier simulator, with a learned world model replacing \
+             {:.0}% of the real executions.",
+            100.0 * (1.0 - config.core.anchor_ratio)
         );
     }
+    // Each stage is the CLI command of the same name and prints its summary.
+    let inner = global;
+
+    let demos = cache.join("demos");
+    let done = demos.join("manifest.json").exists();
+    stage(
+        global,
+        1,
+        "scripted-expert demonstrations (50 noisy episodes)",
+        done,
+    );
+    if !done {
+        super::demos::collect(
+            inner,
+            super::demos::CollectArgs {
+                suite: "libero-long".into(),
+                per_task: 50,
+                tasks: vec![DEMO_TASK],
+                noise: 0.03,
+                seed: 1,
+                image_size: 128,
+                successes_only: false,
+                out: demos.clone(),
+            },
+        )?;
+    }
+
+    let sft = cache.join("sft");
+    let done = sft.join(wmrl_vla::checkpoint::WEIGHTS_FILE).exists();
+    stage(
+        global,
+        2,
+        "behaviour cloning of a tiny VLA (1500 steps)",
+        done,
+    );
+    if !done {
+        super::sft::run(
+            inner,
+            super::sft::SftArgs {
+                demos: demos.clone(),
+                config: "tiny".into(),
+                overrides: vec![
+                    "train.steps=1500".into(),
+                    "train.eval_every=500".into(),
+                    "train.checkpoint_every=1500".into(),
+                ],
+                out: sft.clone(),
+            },
+        )?;
+    }
+
+    let rollouts = cache.join("rollouts.wmlat");
+    let done = rollouts.exists();
+    stage(
+        global,
+        3,
+        "SFT policy rollouts for the world model (100 episodes)",
+        done,
+    );
+    if !done {
+        super::wm::collect(
+            inner,
+            super::wm::CollectArgs {
+                policy: sft.clone(),
+                out: rollouts.clone(),
+                tasks: vec![DEMO_TASK],
+                first_state: 0,
+                states: 50,
+                repeats: 2,
+                temperature: 1.0,
+                envs: 16,
+                max_steps: config.executor.max_steps,
+                seed: 0,
+            },
+        )?;
+    }
+
+    let wm = cache.join("world_model");
+    let done = wm.join(wmrl_wm::checkpoint::CONFIG_FILE).exists();
+    stage(global, 4, "world model on demonstrations + rollouts", done);
+    if !done {
+        if wm.exists() {
+            // A half-trained world model from an interrupted demo.
+            std::fs::remove_dir_all(&wm)?;
+        }
+        super::wm::train(
+            inner,
+            super::wm::TrainArgs {
+                policy: sft.clone(),
+                demos: vec![demos.clone()],
+                episodes: vec![rollouts.clone()],
+                config: "small".into(),
+                overrides: vec![],
+                out: wm.clone(),
+            },
+        )?;
+    }
+
+    let run_dir = (1..)
+        .map(|k| args.out.join(format!("run-{k}")))
+        .find(|d| !d.exists())
+        .expect("an unused run folder");
+    stage(
+        global,
+        5,
+        &format!(
+            "WMRL post-training: {} iterations of {} groups × {} rollouts, {:.0}% of groups executed",
+            config.iterations,
+            config.core.groups,
+            config.core.group_size,
+            100.0 * config.core.anchor_ratio
+        ),
+        false,
+    );
+    let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
+    let iterations = config.iterations;
+    let mut trainer = VlaTrainer::new(config, &sft, &wm, &run_dir, device)
+        .with_context(|| format!("setting up the run in {}", run_dir.display()))?;
+    let bar = ProgressBar::new(iterations);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_message("evaluating the SFT policy");
+    let summary = trainer.run(&mut |iteration, eval| {
+        bar.set_position(iteration);
+        if let Some(e) = eval {
+            bar.set_message(format!(
+                "success {:.1}% after iteration {}",
+                100.0 * e.success,
+                e.iteration
+            ));
+        }
+    })?;
+    bar.finish_and_clear();
+    if global.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    let (first, last) = (
+        summary.evaluations.first().context("no evaluation")?,
+        summary.evaluations.last().context("no evaluation")?,
+    );
+    println!(
+        "\ngreedy success on the 50 fixed initial states of task {DEMO_TASK}: {:.1}% (SFT) -> {:.1}% after {} iterations",
+        100.0 * first.success,
+        100.0 * last.success,
+        last.iteration
+    );
+    for e in &summary.evaluations {
+        println!(
+            "  iteration {:>3}: {:>5.1}%  ({} real environment steps so far)",
+            e.iteration,
+            100.0 * e.success,
+            e.env_steps
+        );
+    }
+    println!(
+        "real episodes {}, imagined episodes {}, {:.0} s of training; demo total {:.0} s",
+        summary.executions,
+        summary.imagined,
+        summary.train_seconds,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "run folder {}:\n  success_vs_env_steps.png, success_vs_wallclock.png  (plots)\n  metrics.jsonl  (one row per iteration: the core's diagnostics, learner statistics, clocks)\n  policy/  (the post-trained policy; `wmrl eval --checkpoint {}/policy --tasks {DEMO_TASK}`)\n  checkpoints/  (`wmrl train --resume {}` continues a stopped run)",
+        run_dir.display(),
+        run_dir.display(),
+        run_dir.display()
+    );
+    println!(
+        "cached stages in {} (reused next time; --fresh rebuilds). `wmrl experiment --config demo` compares every mode.",
+        cache.display()
+    );
     Ok(())
 }

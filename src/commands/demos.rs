@@ -79,7 +79,7 @@ pub fn run(global: &GlobalArgs, args: DemosArgs) -> anyhow::Result<()> {
     }
 }
 
-fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
+pub(crate) fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
     check_suite(&args.suite)?;
     let mut options = CollectOptions {
         per_task: args.per_task,

@@ -80,7 +80,7 @@ pub struct TrainArgs {
     /// Recorded episode files (`wmrl wm collect`), repeatable.
     #[arg(long)]
     pub episodes: Vec<PathBuf>,
-    /// World-model config: a shipped name (tiny, cpu, gpu) or a TOML file.
+    /// World-model config: a shipped name (tiny, small, cpu, gpu) or a TOML file.
     #[arg(long, default_value = "cpu")]
     pub config: String,
     /// Override one config value, e.g. `--set train.steps=500` (repeatable).
@@ -137,7 +137,7 @@ fn load_policy(global: &GlobalArgs, path: &Path) -> anyhow::Result<VlaPolicy> {
         .with_context(|| format!("loading the policy checkpoint {}", path.display()))
 }
 
-fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
+pub(crate) fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<()> {
     let policy = load_policy(global, &args.policy)?;
     let adapter = sim::libero_adapter(&args.tasks, args.seed)?;
     if args.first_state + args.states > adapter.states || args.states == 0 {
@@ -221,7 +221,7 @@ fn encode_demos(
     Ok(())
 }
 
-fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
+pub(crate) fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
     let config = WmConfig::load(&args.config, &args.overrides)?;
     if args.out.join(checkpoint::CONFIG_FILE).exists() {
         bail!(

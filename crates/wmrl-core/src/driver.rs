@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::advantage::Stream;
+use crate::config::CoreConfig;
 use crate::diagnostics::StepDiagnostics;
 use crate::error::Component;
 use crate::fuse::{Core, GroupInput};
@@ -16,7 +17,7 @@ use crate::rng::{derive_seed, purpose};
 use crate::schedule::{AnchorPlan, TaskId};
 use crate::seams::{
     Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution,
-    Policy, WorldModel,
+    Imagined, Policy, WorldModel,
 };
 use crate::{Error, Result};
 
@@ -202,102 +203,170 @@ pub fn fuse_batch<Q, R>(
     })
 }
 
-/// One full training step through the seams (see the module docs).
-pub fn step<A, P, W, E>(
-    core: &mut Core,
-    adapter: &mut A,
-    policy: &mut P,
-    world_model: &mut W,
-    executor: &mut E,
-) -> Result<StepReport>
-where
-    A: Adapter,
-    P: Policy<A>,
-    W: WorldModel<A, P>,
-    E: AnchorExecutor<A, P>,
-{
+/// The first phase of a step: the prompts, their tasks and which groups
+/// are anchors.
+#[derive(Debug, Clone)]
+pub struct StepPlan<Q> {
+    /// The core's step index (seeds derive from it).
+    pub step: u64,
+    /// The core's settings at this step.
+    pub config: CoreConfig,
+    /// One prompt per group.
+    pub prompts: Vec<Q>,
+    /// The task of each group.
+    pub tasks: Vec<TaskId>,
+    /// Anchor or world-model group, and inclusion probabilities.
+    pub plan: AnchorPlan,
+}
+
+impl<Q> StepPlan<Q> {
+    /// The episode requests of the anchor groups (`anchor`) or of the
+    /// world-model groups (`!anchor`), group-major, at attempt 0.
+    pub fn requests(&self, anchor: bool) -> Vec<EpisodeRequest<'_, Q>> {
+        let (seed, step, n) = (self.config.seed, self.step, self.config.group_size);
+        (0..self.prompts.len())
+            .filter(|&g| self.plan.is_anchor[g] == anchor)
+            .flat_map(|g| {
+                let prompt = &self.prompts[g];
+                (0..n).map(move |sample| EpisodeRequest {
+                    group: g,
+                    sample,
+                    prompt,
+                    seed: episode_seed(seed, step, g, sample, 0),
+                    attempt: 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Phase 1: the step's prompts from the adapter and the anchor plan.
+pub fn plan_step<A: Adapter>(core: &mut Core, adapter: &mut A) -> Result<StepPlan<A::Prompt>> {
     let config = *core.config();
     let step = core.step();
-    let _span = tracing::info_span!("train_step", step, mode = %config.mode).entered();
-    let (groups, n) = (config.groups, config.group_size);
-
     let prompts = adapter
-        .prompts(step, groups)
+        .prompts(step, config.groups)
         .map_err(|e| Error::component(Component::Adapter, e))?;
-    if prompts.len() != groups {
+    if prompts.len() != config.groups {
         return Err(Error::Contract {
             component: Component::Adapter,
-            expected: groups,
+            expected: config.groups,
             got: prompts.len(),
         });
     }
     let tasks: Vec<TaskId> = prompts.iter().map(|p| adapter.task(p)).collect();
     let plan = core.plan(&tasks)?;
-    let requests = |anchor: bool| -> Vec<EpisodeRequest<'_, A::Prompt>> {
-        (0..groups)
-            .filter(|&g| plan.is_anchor[g] == anchor)
-            .flat_map(|g| {
-                let prompt = &prompts[g];
-                (0..n).map(move |sample| EpisodeRequest {
-                    group: g,
-                    sample,
-                    prompt,
-                    seed: episode_seed(config.seed, step, g, sample, 0),
-                    attempt: 0,
-                })
-            })
-            .collect()
-    };
-    let mut data: Vec<Option<GroupData<A::Rollout>>> = (0..groups).map(|_| None).collect();
-
-    // Anchors: execute for real, then (mixed modes) score with the world model.
-    let anchor_requests = requests(true);
-    let ExecutedAnchors {
-        episodes: executed,
-        failures: execution_failures,
-    } = execute_anchors::<A, P, E>(
-        executor,
-        policy,
-        &anchor_requests,
-        config.seed,
+    Ok(StepPlan {
         step,
-        config.max_attempts,
-    )?;
-    let executions = executed.len();
-    let mut scored = 0;
-    let anchor_scores = if config.mode.mixes_streams() && !executed.is_empty() {
-        let _span = tracing::info_span!("score_anchors", episodes = executed.len()).entered();
-        let episodes: Vec<ExecutedEpisode<'_, A::Prompt, A::Rollout>> = anchor_requests
-            .iter()
-            .zip(&executed)
-            .map(|(r, (rollout, reward))| ExecutedEpisode {
-                group: r.group,
-                sample: r.sample,
-                prompt: r.prompt,
-                rollout,
-                reward: *reward,
-            })
-            .collect();
-        let scores = world_model
-            .score(&episodes)
-            .map_err(|e| Error::component(Component::WorldModel, e))?;
-        if scores.len() != episodes.len() {
-            return Err(Error::Contract {
-                component: Component::WorldModel,
-                expected: episodes.len(),
-                got: scores.len(),
-            });
-        }
-        world_model
-            .observe(&episodes)
-            .map_err(|e| Error::component(Component::WorldModel, e))?;
-        scored = scores.len();
-        Some(scores)
-    } else {
-        None
-    };
+        config,
+        prompts,
+        tasks,
+        plan,
+    })
+}
+
+/// Phase 2b (mixed modes): the world model scores the executed anchors and
+/// then observes them with their real rewards. `None` in modes that do not
+/// mix the streams, or without anchors.
+pub fn score_anchors<A, P, W>(
+    world_model: &mut W,
+    plan: &StepPlan<A::Prompt>,
+    requests: &[EpisodeRequest<'_, A::Prompt>],
+    executed: &[(A::Rollout, f64)],
+) -> Result<Option<Vec<f64>>>
+where
+    A: Adapter,
+    P: ?Sized,
+    W: WorldModel<A, P>,
+{
+    if !plan.config.mode.mixes_streams() || executed.is_empty() {
+        return Ok(None);
+    }
+    let _span = tracing::info_span!("score_anchors", episodes = executed.len()).entered();
+    let episodes: Vec<ExecutedEpisode<'_, A::Prompt, A::Rollout>> = requests
+        .iter()
+        .zip(executed)
+        .map(|(r, (rollout, reward))| ExecutedEpisode {
+            group: r.group,
+            sample: r.sample,
+            prompt: r.prompt,
+            rollout,
+            reward: *reward,
+        })
+        .collect();
+    let scores = world_model
+        .score(&episodes)
+        .map_err(|e| Error::component(Component::WorldModel, e))?;
+    if scores.len() != episodes.len() {
+        return Err(Error::Contract {
+            component: Component::WorldModel,
+            expected: episodes.len(),
+            got: scores.len(),
+        });
+    }
+    world_model
+        .observe(&episodes)
+        .map_err(|e| Error::component(Component::WorldModel, e))?;
+    Ok(Some(scores))
+}
+
+/// Phase 2c: the world model imagines the world-model groups' rollouts.
+pub fn imagine_groups<A, P, W>(
+    world_model: &mut W,
+    policy: &P,
+    requests: &[EpisodeRequest<'_, A::Prompt>],
+) -> Result<Vec<Imagined<A::Rollout>>>
+where
+    A: Adapter,
+    P: ?Sized,
+    W: WorldModel<A, P>,
+{
+    if requests.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _span = tracing::info_span!("imagine", episodes = requests.len()).entered();
+    let out = world_model
+        .imagine(policy, requests)
+        .map_err(|e| Error::component(Component::WorldModel, e))?;
+    if out.len() != requests.len() {
+        return Err(Error::Contract {
+            component: Component::WorldModel,
+            expected: requests.len(),
+            got: out.len(),
+        });
+    }
+    Ok(out)
+}
+
+/// Phase 3: assembles every group, runs the core (calibrate, denoise,
+/// advantages) and hands the batch to the learner.
+pub fn finish_step<A, P>(
+    core: &mut Core,
+    policy: &mut P,
+    plan: StepPlan<A::Prompt>,
+    executed: ExecutedAnchors<A::Rollout>,
+    anchor_scores: Option<Vec<f64>>,
+    imagined: Vec<Imagined<A::Rollout>>,
+) -> Result<StepReport>
+where
+    A: Adapter,
+    P: Policy<A> + ?Sized,
+{
+    let StepPlan {
+        config,
+        prompts,
+        tasks,
+        plan,
+        ..
+    } = plan;
+    let n = config.group_size;
+    let groups = prompts.len();
+    let executions = executed.episodes.len();
+    let scored = anchor_scores.as_ref().map_or(0, Vec::len);
+    let imagined_count = imagined.len();
+    let mut data: Vec<Option<GroupData<A::Rollout>>> = (0..groups).map(|_| None).collect();
     let mut scores_iter = anchor_scores.into_iter().flatten();
-    let mut executed_iter = executed.into_iter();
+    let mut executed_iter = executed.episodes.into_iter();
     for g in (0..groups).filter(|&g| plan.is_anchor[g]) {
         let (rollouts, rewards): (Vec<_>, Vec<_>) = executed_iter.by_ref().take(n).unzip();
         let scores = config
@@ -310,37 +379,16 @@ where
             scores,
         });
     }
-
-    // World-model groups: imagine.
-    let wm_requests = requests(false);
-    let mut imagined = 0;
-    if !wm_requests.is_empty() {
-        let _span = tracing::info_span!("imagine", episodes = wm_requests.len()).entered();
-        let out = world_model
-            .imagine(policy, &wm_requests)
-            .map_err(|e| Error::component(Component::WorldModel, e))?;
-        if out.len() != wm_requests.len() {
-            return Err(Error::Contract {
-                component: Component::WorldModel,
-                expected: wm_requests.len(),
-                got: out.len(),
-            });
-        }
-        imagined = out.len();
-        let mut it = out.into_iter();
-        for g in (0..groups).filter(|&g| !plan.is_anchor[g]) {
-            let (rollouts, scores): (Vec<_>, Vec<_>) =
-                it.by_ref().take(n).map(|i| (i.rollout, i.score)).unzip();
-            data[g] = Some(GroupData {
-                rollouts,
-                rewards: None,
-                scores: Some(scores),
-            });
-        }
+    let mut it = imagined.into_iter();
+    for g in (0..groups).filter(|&g| !plan.is_anchor[g]) {
+        let (rollouts, scores): (Vec<_>, Vec<_>) =
+            it.by_ref().take(n).map(|i| (i.rollout, i.score)).unzip();
+        data[g] = Some(GroupData {
+            rollouts,
+            rewards: None,
+            scores: Some(scores),
+        });
     }
-    drop(anchor_requests);
-    drop(wm_requests);
-
     let data: Vec<GroupData<A::Rollout>> = data
         .into_iter()
         .map(|d| d.expect("every group produced"))
@@ -356,8 +404,44 @@ where
     Ok(StepReport {
         diagnostics,
         executions,
-        execution_failures,
-        imagined,
+        execution_failures: executed.failures,
+        imagined: imagined_count,
         scored,
     })
+}
+
+/// One full training step through the seams (see the module docs): plan,
+/// execute the anchors, score them, imagine the rest, fuse and learn.
+pub fn step<A, P, W, E>(
+    core: &mut Core,
+    adapter: &mut A,
+    policy: &mut P,
+    world_model: &mut W,
+    executor: &mut E,
+) -> Result<StepReport>
+where
+    A: Adapter,
+    P: Policy<A>,
+    W: WorldModel<A, P>,
+    E: AnchorExecutor<A, P>,
+{
+    let plan = plan_step(core, adapter)?;
+    let _span =
+        tracing::info_span!("train_step", step = plan.step, mode = %plan.config.mode).entered();
+    let anchor_requests = plan.requests(true);
+    let executed = execute_anchors::<A, P, E>(
+        executor,
+        policy,
+        &anchor_requests,
+        plan.config.seed,
+        plan.step,
+        plan.config.max_attempts,
+    )?;
+    let anchor_scores =
+        score_anchors::<A, P, W>(world_model, &plan, &anchor_requests, &executed.episodes)?;
+    let wm_requests = plan.requests(false);
+    let imagined = imagine_groups::<A, P, W>(world_model, policy, &wm_requests)?;
+    drop(anchor_requests);
+    drop(wm_requests);
+    finish_step::<A, P>(core, policy, plan, executed, anchor_scores, imagined)
 }

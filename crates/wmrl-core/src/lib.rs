@@ -42,7 +42,7 @@ pub use calibrator::{AnchorPair, CalibratorConfig, Forgetting, OnlineCalibrator}
 pub use config::CoreConfig;
 pub use denoise::{DenoiseConfig, NoiseEstimate, StreamWeights};
 pub use diagnostics::StepDiagnostics;
-pub use driver::{StepReport, step};
+pub use driver::{StepPlan, StepReport, step};
 pub use error::{Component, Error, Result};
 pub use fuse::{Core, GroupInput, SampleOut, StepOutput};
 pub use isotonic::IsotonicFit;

@@ -51,6 +51,10 @@ pub struct TrainConfig {
     pub executor: ExecutorSettings,
     /// Imagined control steps per episode (default: the executor's `max_steps`).
     pub imagine_steps: Option<usize>,
+    /// Execute the anchor groups in the simulator on a worker thread while the
+    /// world model imagines the others (default: true). Same results either
+    /// way; only the wall-clock differs.
+    pub overlap_anchors: bool,
     /// Write a resumable checkpoint every this many iterations (default: 1;
     /// the last iteration always gets one).
     pub checkpoint_every: u64,
@@ -73,6 +77,7 @@ impl Default for TrainConfig {
             grpo: GrpoConfig::default(),
             executor: ExecutorSettings::default(),
             imagine_steps: None,
+            overlap_anchors: true,
             checkpoint_every: 1,
         }
     }
@@ -108,6 +113,14 @@ impl TrainConfig {
             );
         }
         Ok(())
+    }
+
+    /// The text of a config shipped with the binary: `demo` (the demo's run).
+    pub fn shipped(name: &str) -> Option<&'static str> {
+        match name {
+            "demo" => Some(include_str!("../configs/demo.toml")),
+            _ => None,
+        }
     }
 
     /// Reads the resolved config a run saved (`config.json`), checked as strictly.
@@ -146,10 +159,16 @@ impl TrainConfig {
         Ok(config)
     }
 
-    /// Loads a config file (`.toml`, or `.json` / `.json5` as JSON5); `None` gives the defaults.
+    /// Loads a config file (`.toml`, or `.json` / `.json5` as JSON5) or a
+    /// shipped config by name (`demo`); `None` gives the defaults.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
         match path {
             None => Self::parse("", "defaults", false, overrides),
+            Some(path) if !path.exists() && Self::shipped(&path.to_string_lossy()).is_some() => {
+                let name = path.to_string_lossy();
+                let text = Self::shipped(&name).unwrap_or_default();
+                Self::parse(text, &format!("shipped config `{name}`"), false, overrides)
+            }
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
                     path: path.into(),

@@ -26,6 +26,7 @@ pub mod checkpoint;
 mod config;
 mod error;
 pub mod experiment;
+pub mod overlap;
 mod timed;
 mod trainer;
 

@@ -349,13 +349,23 @@ impl VlaTrainer {
             let started = Instant::now();
             let report = {
                 let _span = tracing::info_span!("iteration", iteration).entered();
-                wmrl_core::step(
-                    &mut self.core,
-                    &mut self.adapter,
-                    &mut self.learner,
-                    &mut self.world_model,
-                    &mut self.executor,
-                )?
+                if self.config.overlap_anchors {
+                    crate::overlap::overlapped_step(
+                        &mut self.core,
+                        &mut self.adapter,
+                        &mut self.learner,
+                        &mut self.world_model,
+                        &mut self.executor,
+                    )?
+                } else {
+                    wmrl_core::step(
+                        &mut self.core,
+                        &mut self.adapter,
+                        &mut self.learner,
+                        &mut self.world_model,
+                        &mut self.executor,
+                    )?
+                }
             };
             let refresh_started = Instant::now();
             let refresh = if self.config.core.mode.uses_world_model() {
@@ -635,6 +645,55 @@ mod tests {
             eval.remove("train_seconds");
         }
         row
+    }
+
+    #[test]
+    fn overlapped_anchors_give_the_same_run_as_sequential_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (policy, wm) = checkpoints(dir.path());
+        let run = |overlap: bool| {
+            let mut config = TrainConfig::parse(
+                r#"
+                tasks = [5]
+                iterations = 2
+                eval_every = 2
+                eval_states = 1
+                [core]
+                mode = "wmrl-no-debias"
+                groups = 4
+                group_size = 2
+                anchor_ratio = 0.5
+                [grpo]
+                entropy_coef = 0.01
+                [executor]
+                envs = 4
+                max_steps = 16
+                "#,
+                "test",
+                false,
+                &[],
+            )
+            .unwrap();
+            config.overlap_anchors = overlap;
+            let out = dir.path().join(format!("overlap-{overlap}"));
+            VlaTrainer::new(config, &policy, &wm, &out, tch::Device::Cpu)
+                .unwrap()
+                .run(&mut |_, _| {})
+                .unwrap();
+            let rows: Vec<serde_json::Value> =
+                wmrl_report::metrics::read_rows(&out.join("metrics.jsonl"))
+                    .unwrap()
+                    .iter()
+                    .map(deterministic_part)
+                    .collect();
+            (
+                std::fs::read(out.join("policy/model.safetensors")).unwrap(),
+                rows,
+            )
+        };
+        let (sequential, overlapped) = (run(false), run(true));
+        assert_eq!(sequential.1, overlapped.1);
+        assert!(sequential.0 == overlapped.0, "policy weights differ");
     }
 
     #[test]

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-const SHIPPED_CONFIGS: [(&str, &str); 3] = [
+const SHIPPED_CONFIGS: [(&str, &str); 4] = [
     ("tiny", include_str!("../configs/tiny.toml")),
     ("cpu", include_str!("../configs/cpu.toml")),
+    ("small", include_str!("../configs/small.toml")),
     ("gpu", include_str!("../configs/gpu.toml")),
 ];
 
