@@ -130,39 +130,3 @@ fn synth_names_bad_settings() {
         );
     }
 }
-
-#[test]
-fn demo_runs_the_synthetic_benchmark_and_says_where_the_files_are() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = wmrl(&["demo", "--out", dir.path().to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    for mode in [
-        "real",
-        "wm-only",
-        "wmrl",
-        "wmrl-no-debias",
-        "wmrl-no-denoise",
-        "ppi",
-    ] {
-        assert!(text.contains(&format!("\n{mode} ")), "{mode}: {text}");
-    }
-    let png = dir.path().join("paper/reward_vs_executions.png");
-    let metrics = dir.path().join("paper/metrics.jsonl");
-    assert!(
-        text.contains(png.to_str().unwrap()) && text.contains(metrics.to_str().unwrap()),
-        "{text}"
-    );
-    assert!(png.exists() && metrics.exists());
-    // The embedded simulator's expert episode, as a GIF.
-    let gif = dir.path().join("sim/expert.gif");
-    assert!(
-        text.contains("embedded simulator") && text.contains(gif.to_str().unwrap()),
-        "{text}"
-    );
-    assert_eq!(&std::fs::read(&gif).unwrap()[..6], b"GIF89a");
-}

@@ -635,3 +635,33 @@ fn world_model_collect_train_eval_and_bench() {
         text(&refused)
     );
 }
+
+#[test]
+fn demo_runs_every_stage_then_reuses_its_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let first = wmrl(&["--device", "cpu", "demo", "--smoke", "--out", out]);
+    assert!(first.status.success(), "{}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    let run = dir.path().join("run-1");
+    assert!(
+        stdout.contains("(SFT) ->") && stdout.contains(run.to_str().unwrap()),
+        "{stdout}"
+    );
+    for file in [
+        "success_vs_env_steps.png",
+        "success_vs_wallclock.png",
+        "metrics.jsonl",
+        "policy/model.safetensors",
+        "checkpoints/LATEST",
+    ] {
+        assert!(run.join(file).exists(), "{file}");
+    }
+    assert!(!stdout.contains("(cached)"), "{stdout}");
+    // Second run: stages 1–4 come from the cache, the run gets a new folder.
+    let second = wmrl(&["--device", "cpu", "demo", "--smoke", "--out", out]);
+    assert!(second.status.success(), "{}", text(&second));
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert_eq!(stdout.matches("(cached)").count(), 4, "{stdout}");
+    assert!(dir.path().join("run-2/metrics.jsonl").exists());
+}

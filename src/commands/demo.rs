@@ -39,6 +39,64 @@ pub struct DemoArgs {
     /// Override one value of the post-training config (repeatable), e.g. `--set iterations=20`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Every stage at toy size, in seconds: a plumbing check (tests use it);
+    /// nothing is learned. Its cache is kept apart from the real one.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// How big each stage is.
+struct Sizes {
+    demos_per_task: usize,
+    sft_overrides: Vec<String>,
+    rollout_states: usize,
+    world_model_config: &'static str,
+    world_model_overrides: Vec<String>,
+    train_overrides: Vec<String>,
+}
+
+impl Sizes {
+    fn full() -> Self {
+        Self {
+            demos_per_task: 50,
+            sft_overrides: vec![
+                "train.steps=1500".into(),
+                "train.eval_every=500".into(),
+                "train.checkpoint_every=1500".into(),
+            ],
+            rollout_states: 50,
+            world_model_config: "small",
+            world_model_overrides: vec![],
+            train_overrides: vec![],
+        }
+    }
+
+    fn smoke() -> Self {
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Self {
+            demos_per_task: 3,
+            sft_overrides: set(&[
+                "train.steps=10",
+                "train.eval_every=10",
+                "train.checkpoint_every=10",
+                "train.log_every=5",
+            ]),
+            rollout_states: 2,
+            world_model_config: "tiny",
+            world_model_overrides: set(&["train.steps=6"]),
+            train_overrides: set(&[
+                "iterations=2",
+                "eval_every=2",
+                "eval_states=2",
+                "executor.envs=4",
+                "executor.max_steps=24",
+                "core.groups=4",
+                "core.group_size=2",
+                "core.anchor_ratio=0.5",
+                "core.calibrator.min_pairs=2",
+            ]),
+        }
+    }
 }
 
 fn stage(global: &GlobalArgs, n: usize, what: &str, cached: bool) {
@@ -50,12 +108,28 @@ fn stage(global: &GlobalArgs, n: usize, what: &str, cached: bool) {
 
 pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let cache = args.out.join("cache").join(CACHE_VERSION);
+    let sizes = if args.smoke {
+        Sizes::smoke()
+    } else {
+        Sizes::full()
+    };
+    let cache_name = if args.smoke {
+        format!("{CACHE_VERSION}-smoke")
+    } else {
+        CACHE_VERSION.to_string()
+    };
+    let cache = args.out.join("cache").join(cache_name);
     if args.fresh && cache.exists() {
         std::fs::remove_dir_all(&cache)
             .with_context(|| format!("removing the cache {}", cache.display()))?;
     }
-    let config = TrainConfig::load(Some(Path::new("demo")), &args.overrides)?;
+    let overrides: Vec<String> = sizes
+        .train_overrides
+        .iter()
+        .chain(&args.overrides)
+        .cloned()
+        .collect();
+    let config = TrainConfig::load(Some(Path::new("demo")), &overrides)?;
     let instruction = wmrl_sim::task(DEMO_TASK)?.instruction;
     if !global.json {
         println!(
@@ -81,7 +155,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
             inner,
             super::demos::CollectArgs {
                 suite: "libero-long".into(),
-                per_task: 50,
+                per_task: sizes.demos_per_task,
                 tasks: vec![DEMO_TASK],
                 noise: 0.03,
                 seed: 1,
@@ -106,11 +180,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
             super::sft::SftArgs {
                 demos: demos.clone(),
                 config: "tiny".into(),
-                overrides: vec![
-                    "train.steps=1500".into(),
-                    "train.eval_every=500".into(),
-                    "train.checkpoint_every=1500".into(),
-                ],
+                overrides: sizes.sft_overrides.clone(),
                 out: sft.clone(),
             },
         )?;
@@ -132,7 +202,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
                 out: rollouts.clone(),
                 tasks: vec![DEMO_TASK],
                 first_state: 0,
-                states: 50,
+                states: sizes.rollout_states,
                 repeats: 2,
                 temperature: 1.0,
                 envs: 16,
@@ -156,8 +226,8 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
                 policy: sft.clone(),
                 demos: vec![demos.clone()],
                 episodes: vec![rollouts.clone()],
-                config: "small".into(),
-                overrides: vec![],
+                config: sizes.world_model_config.into(),
+                overrides: sizes.world_model_overrides.clone(),
                 out: wm.clone(),
             },
         )?;
@@ -212,7 +282,8 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         summary.evaluations.last().context("no evaluation")?,
     );
     println!(
-        "\ngreedy success on the 50 fixed initial states of task {DEMO_TASK}: {:.1}% (SFT) -> {:.1}% after {} iterations",
+        "\ngreedy success on the {} fixed initial states of task {DEMO_TASK}: {:.1}% (SFT) -> {:.1}% after {} iterations",
+        trainer.config().eval_states,
         100.0 * first.success,
         100.0 * last.success,
         last.iteration

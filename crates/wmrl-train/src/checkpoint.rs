@@ -130,10 +130,11 @@ pub fn remove_others(root: &Path, keep: &str) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("iter-") && name != keep {
-            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
-                tracing::warn!(folder = %entry.path().display(), error = %e, "old checkpoint not removed");
-            }
+        if name.starts_with("iter-")
+            && name != keep
+            && let Err(e) = std::fs::remove_dir_all(entry.path())
+        {
+            tracing::warn!(folder = %entry.path().display(), error = %e, "old checkpoint not removed");
         }
     }
 }

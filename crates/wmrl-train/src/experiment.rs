@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use wmrl_core::Mode;
@@ -385,7 +385,7 @@ fn run_one(
 }
 
 /// Mean success against mean real environment steps, per mode.
-fn plot(modes: &[Mode], runs: &[TrainSummary], path: &PathBuf) -> Result<()> {
+fn plot(modes: &[Mode], runs: &[TrainSummary], path: &Path) -> Result<()> {
     let series = modes
         .iter()
         .filter_map(|mode| {
@@ -442,7 +442,7 @@ mod tests {
             imagined: 0,
             train_seconds: curve.last().unwrap().1,
             replay_seeded: 0,
-            run_dir: PathBuf::new(),
+            run_dir: std::path::PathBuf::new(),
         }
     }
 
