@@ -551,6 +551,36 @@ fn world_model_collect_train_eval_and_bench() {
         before
     );
 
+    // `wmrl bench train`: overlapped and sequential anchors, interleaved,
+    // the same policy at the end.
+    let mut args: Vec<String> = [
+        "--device",
+        "cpu",
+        "--json",
+        "bench",
+        "train",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--out",
+        dir.path().join("bench-train").to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(small.iter().map(|s| s.to_string()));
+    let bench = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(bench.status.success(), "{}", text(&bench));
+    let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(figures["train"]["identical_policies"], true, "{figures}");
+    assert!(
+        figures["train"]["speedup"].as_f64().unwrap() > 0.0,
+        "{figures}"
+    );
+
     // Nothing to resume: named, non-zero.
     let missing = wmrl(&[
         "train",

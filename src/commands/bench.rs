@@ -29,6 +29,9 @@ pub enum BenchTarget {
     /// World model: imagined episodes/s against simulated episodes/s with the
     /// same policy and prompts, as a ratio from one run.
     Wm(WmBenchArgs),
+    /// Post-training: seconds per iteration with anchor execution overlapping
+    /// imagination versus sequential, interleaved iteration by iteration.
+    Train(TrainBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -49,6 +52,9 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchTarget::Wm(args) => {
             results.insert("wm".into(), bench_wm(global, &args)?);
+        }
+        BenchTarget::Train(args) => {
+            results.insert("train".into(), bench_train(global, &args)?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
@@ -366,4 +372,83 @@ fn bench_wm(global: &GlobalArgs, args: &WmBenchArgs) -> anyhow::Result<serde_jso
     value["device"] = format!("{device:?}").into();
     value["threads"] = rayon::current_num_threads().into();
     Ok(value)
+}
+
+/// Arguments of `wmrl bench train`.
+#[derive(Debug, Args)]
+pub struct TrainBenchArgs {
+    /// SFT policy checkpoint.
+    #[arg(long)]
+    pub policy: std::path::PathBuf,
+    /// World-model checkpoint on that policy's encoder.
+    #[arg(long)]
+    pub wm: std::path::PathBuf,
+    /// Run config: a file or a shipped name.
+    #[arg(long, default_value = "demo")]
+    pub config: std::path::PathBuf,
+    /// Override one config value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Iterations of each variant.
+    #[arg(long, default_value_t = 3)]
+    pub iterations: u64,
+    /// Folder for the two runs (a fresh numbered subfolder each time).
+    #[arg(long, default_value = "runs/bench-train")]
+    pub out: std::path::PathBuf,
+}
+
+fn bench_train(global: &GlobalArgs, args: &TrainBenchArgs) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let device = wmrl_tch::select_device(global.device)?;
+    let mut config = wmrl_train::TrainConfig::load(Some(&args.config), &args.overrides)?;
+    config.iterations = args.iterations.max(1);
+    config.eval_every = config.iterations;
+    config.eval_states = 1;
+    let root = (1..)
+        .map(|k| args.out.join(k.to_string()))
+        .find(|d| !d.exists())
+        .expect("an unused folder");
+    let mut trainers = Vec::new();
+    for overlap in [false, true] {
+        let mut c = config.clone();
+        c.overlap_anchors = overlap;
+        let dir = root.join(if overlap { "overlapped" } else { "sequential" });
+        trainers.push(
+            wmrl_train::VlaTrainer::new(c, &args.policy, &args.wm, &dir, device)
+                .with_context(|| format!("setting up {}", dir.display()))?,
+        );
+    }
+    // Interleaved, so that both variants see the same machine load.
+    for i in 1..=config.iterations {
+        for t in &mut trainers {
+            t.run_until(i, &mut |_, _| {})?;
+        }
+    }
+    let mut summaries = Vec::new();
+    for t in &mut trainers {
+        summaries.push(t.finish()?);
+    }
+    let per_iteration = |s: &wmrl_train::TrainSummary| s.train_seconds / config.iterations as f64;
+    let (sequential, overlapped) = (per_iteration(&summaries[0]), per_iteration(&summaries[1]));
+    let weights = |s: &wmrl_train::TrainSummary| {
+        std::fs::read(
+            s.run_dir
+                .join("policy")
+                .join(wmrl_vla::checkpoint::WEIGHTS_FILE),
+        )
+    };
+    Ok(serde_json::json!({
+        "iterations": config.iterations,
+        "mode": config.core.mode.name(),
+        "groups": config.core.groups,
+        "group_size": config.core.group_size,
+        "anchor_ratio": config.core.anchor_ratio,
+        "sequential_seconds_per_iteration": sequential,
+        "overlapped_seconds_per_iteration": overlapped,
+        "speedup": sequential / overlapped,
+        "identical_policies": weights(&summaries[0])? == weights(&summaries[1])?,
+        "runs": root,
+        "threads": rayon::current_num_threads(),
+        "device": format!("{device:?}"),
+    }))
 }
