@@ -147,7 +147,10 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     stage(
         global,
         1,
-        "scripted-expert demonstrations (50 noisy episodes)",
+        &format!(
+            "scripted-expert demonstrations ({} noisy episodes)",
+            sizes.demos_per_task
+        ),
         done,
     );
     if !done {
@@ -168,12 +171,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
 
     let sft = cache.join("sft");
     let done = sft.join(wmrl_vla::checkpoint::WEIGHTS_FILE).exists();
-    stage(
-        global,
-        2,
-        "behaviour cloning of a tiny VLA (1500 steps)",
-        done,
-    );
+    stage(global, 2, "behaviour cloning of a tiny VLA", done);
     if !done {
         super::sft::run(
             inner,
@@ -191,7 +189,10 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     stage(
         global,
         3,
-        "SFT policy rollouts for the world model (100 episodes)",
+        &format!(
+            "SFT policy rollouts for the world model ({} episodes)",
+            2 * sizes.rollout_states
+        ),
         done,
     );
     if !done {

@@ -265,7 +265,11 @@ impl ExperimentReport {
                 " {} | {} | {} | {} | {} | {}/{} |",
                 num(&Some(r.env_steps), ""),
                 num(&r.steps_to_target, ""),
-                times(r.steps_saving),
+                match (r.steps_saving, r.steps_to_target) {
+                    // Reached without a single real step (wm-only).
+                    (None, Some(m)) if m.mean == 0.0 => "∞".into(),
+                    (x, _) => times(x),
+                },
                 num(&r.seconds_to_target, " s"),
                 times(r.compute_saving),
                 r.reached,
