@@ -211,11 +211,15 @@ mod tests {
     use super::*;
     use tch::Device;
 
+    /// A 3×4 linear layer with fixed weights (no global RNG: tests in one
+    /// binary run in parallel and would interleave their draws).
     fn model(seed: i64) -> (nn::VarStore, Tensor, Tensor) {
-        tch::manual_seed(seed);
         let vs = nn::VarStore::new(Device::Cpu);
         let root = vs.root();
-        let w = root.sub("layer").randn("weight", &[3, 4], 0.0, 1.0);
+        let init = ((Tensor::arange(12, (Kind::Float, Device::Cpu)) + seed as f64) * 0.7)
+            .sin()
+            .view([3, 4]);
+        let w = root.sub("layer").var_copy("weight", &init);
         let b = root.sub("layer").zeros("bias", &[3]);
         (vs, w, b)
     }
