@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use wmrl_train::{TrainConfig, VlaTrainer};
 
 use crate::cli::GlobalArgs;
@@ -251,29 +250,9 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         false,
     );
     let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
-    let iterations = config.iterations;
     let mut trainer = VlaTrainer::new(config, &sft, &wm, &run_dir, device)
         .with_context(|| format!("setting up the run in {}", run_dir.display()))?;
-    let bar = ProgressBar::new(iterations);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_message("evaluating the SFT policy");
-    let summary = trainer.run(&mut |iteration, eval| {
-        bar.set_position(iteration);
-        if let Some(e) = eval {
-            bar.set_message(format!(
-                "success {:.1}% after iteration {}",
-                100.0 * e.success,
-                e.iteration
-            ));
-        }
-    })?;
-    bar.finish_and_clear();
+    let summary = super::train::run_with_progress(&mut trainer, "evaluating the SFT policy")?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use wmrl_core::Mode;
 use wmrl_train::TrainConfig;
 use wmrl_train::experiment::{self, ExperimentPlan};
@@ -61,14 +60,7 @@ pub fn run(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
         seeds: args.seeds,
         target: args.target,
     };
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
+    let bar = super::train::iteration_bar(total);
     let per_run = plan.config.iterations;
     let order: Vec<String> = plan
         .seeds

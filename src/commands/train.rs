@@ -46,28 +46,8 @@ pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
         }
         _ => anyhow::bail!("give --policy, --wm and --out for a new run, or --resume RUN_DIR"),
     };
-    let iterations = trainer.config().iterations;
     let mode = trainer.config().core.mode;
-    let bar = ProgressBar::new(iterations);
-    bar.set_position(trainer.completed_iterations());
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    let summary = trainer.run(&mut |iteration, eval| {
-        bar.set_position(iteration);
-        if let Some(e) = eval {
-            bar.set_message(format!(
-                "success {:.1}% (iteration {})",
-                100.0 * e.success,
-                e.iteration
-            ));
-        }
-    })?;
-    bar.finish_and_clear();
+    let summary = run_with_progress(&mut trainer, "")?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -91,4 +71,40 @@ pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A progress bar over iterations, in the style every training command uses.
+pub(crate) fn iteration_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} iterations (eta {eta}) {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Runs `trainer` to the end behind an iteration bar that shows the latest
+/// evaluation; `first_message` is shown until the first iteration ends.
+pub(crate) fn run_with_progress(
+    trainer: &mut VlaTrainer,
+    first_message: &str,
+) -> anyhow::Result<wmrl_train::TrainSummary> {
+    let bar = iteration_bar(trainer.config().iterations);
+    bar.set_position(trainer.completed_iterations());
+    bar.set_message(first_message.to_string());
+    let summary = trainer.run(&mut |iteration, eval| {
+        bar.set_position(iteration);
+        if let Some(e) = eval {
+            bar.set_message(format!(
+                "success {:.1}% (iteration {})",
+                100.0 * e.success,
+                e.iteration
+            ));
+        }
+    })?;
+    bar.finish_and_clear();
+    Ok(summary)
 }

@@ -165,9 +165,13 @@ impl TrainConfig {
         match path {
             None => Self::parse("", "defaults", false, overrides),
             Some(path) if !path.exists() && Self::shipped(&path.to_string_lossy()).is_some() => {
-                let name = path.to_string_lossy();
-                let text = Self::shipped(&name).unwrap_or_default();
-                Self::parse(text, &format!("shipped config `{name}`"), false, overrides)
+                let text = Self::shipped(&path.to_string_lossy()).unwrap_or_default();
+                Self::parse(
+                    text,
+                    &format!("shipped config `{}`", path.display()),
+                    false,
+                    overrides,
+                )
             }
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
