@@ -18,6 +18,36 @@ pub struct RenderMesh {
     pub triangles: Vec<[u32; 3]>,
     /// Colour.
     pub color: [u8; 3],
+    /// Centre of a sphere around every vertex, in the body frame (for view culling).
+    pub bound_center: [f32; 3],
+    /// Radius of that sphere.
+    pub bound_radius: f32,
+}
+
+/// A sphere around `vertices`: the centre of their bounding box and the largest
+/// distance from it.
+fn bounding_sphere(vertices: &[[f32; 3]]) -> ([f32; 3], f32) {
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for v in vertices {
+        for i in 0..3 {
+            lo[i] = lo[i].min(v[i]);
+            hi[i] = hi[i].max(v[i]);
+        }
+    }
+    if vertices.is_empty() {
+        return ([0.0; 3], 0.0);
+    }
+    let c = [
+        (lo[0] + hi[0]) / 2.0,
+        (lo[1] + hi[1]) / 2.0,
+        (lo[2] + hi[2]) / 2.0,
+    ];
+    let r = vertices
+        .iter()
+        .map(|v| ((v[0] - c[0]).powi(2) + (v[1] - c[1]).powi(2) + (v[2] - c[2]).powi(2)).sqrt())
+        .fold(0.0f32, f32::max);
+    (c, r)
 }
 
 /// All meshes of a world (shared by clones of it).
@@ -43,18 +73,21 @@ impl MeshSet {
                 _ => continue,
             };
             let local = c.position_wrt_parent().copied().unwrap_or(Pose::IDENTITY);
-            let vertices = verts
+            let vertices: Vec<[f32; 3]> = verts
                 .iter()
                 .map(|v| {
                     let p = local.transform_point(Vector::new(v.x, v.y, v.z));
                     [p.x, p.y, p.z]
                 })
                 .collect();
+            let (bound_center, bound_radius) = bounding_sphere(&vertices);
             meshes.push(RenderMesh {
                 body: info.body,
                 vertices,
                 triangles: tris,
                 color: info.color,
+                bound_center,
+                bound_radius,
             });
         }
         MeshSet {
