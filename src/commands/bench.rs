@@ -81,7 +81,7 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
 /// Arguments of `wmrl bench policy`.
 #[derive(Debug, Args)]
 pub struct PolicyBenchArgs {
-    /// Model config: a shipped name (tiny, cpu, gpu) or a TOML file.
+    /// Model config: a shipped name (tiny, small, cpu, gpu) or a TOML file.
     #[arg(long, default_value = "cpu")]
     pub config: String,
     /// Environments per inference batch.

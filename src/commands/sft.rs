@@ -17,7 +17,7 @@ pub struct SftArgs {
     /// Demonstration folder (written by `wmrl demos collect`).
     #[arg(long)]
     pub demos: PathBuf,
-    /// Model and training config: a shipped name (tiny, cpu, gpu) or a TOML file.
+    /// Model and training config: a shipped name (tiny, small, cpu, gpu) or a TOML file.
     #[arg(long, default_value = "cpu")]
     pub config: String,
     /// Override one config value, e.g. `--set train.steps=500` (repeatable).

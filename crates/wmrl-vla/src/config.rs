@@ -1,8 +1,9 @@
 //! Model and training configuration (serde, unknown fields rejected).
 //!
-//! A config file is TOML with a `[model]` and a `[train]` table. Three are
+//! A config file is TOML with a `[model]` and a `[train]` table. Four are
 //! shipped in `crates/wmrl-vla/configs/` and can be named instead of a path:
-//! `tiny` (tests), `cpu` (the CPU budget) and `gpu` (a CUDA workstation).
+//! `tiny` (tests), `small` (the measured CPU budget for the whole suite),
+//! `cpu` (a larger CPU model) and `gpu` (a CUDA workstation).
 //! `key=value` overrides (`train.steps=500`) are applied before validation.
 
 use std::path::Path;
@@ -13,8 +14,9 @@ use crate::binning::ActionBinning;
 use crate::{Error, Result};
 
 /// The shipped configs, by name.
-pub const SHIPPED_CONFIGS: [(&str, &str); 3] = [
+pub const SHIPPED_CONFIGS: [(&str, &str); 4] = [
     ("tiny", include_str!("../configs/tiny.toml")),
+    ("small", include_str!("../configs/small.toml")),
     ("cpu", include_str!("../configs/cpu.toml")),
     ("gpu", include_str!("../configs/gpu.toml")),
 ];
@@ -325,7 +327,7 @@ impl VlaConfig {
         Ok(config)
     }
 
-    /// Loads a shipped config by name (`tiny`, `cpu`, `gpu`) or a TOML file by path.
+    /// Loads a shipped config by name (`tiny`, `small`, `cpu`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
         let (text, origin) = shipped_or_file(name_or_path, &SHIPPED_CONFIGS)?;
         Self::from_toml(&text, &origin, overrides)
