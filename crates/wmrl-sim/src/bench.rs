@@ -72,6 +72,7 @@ fn run(env: &mut SimEnv, task: usize, steps: usize) -> Result<f64> {
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// Runs the benchmark on the calling thread.
 pub fn bench_sim(opts: &SimBenchOptions) -> Result<SimBenchResult> {
     let _span = tracing::info_span!("bench_sim").entered();
     let mut config = EnvConfig::default();
