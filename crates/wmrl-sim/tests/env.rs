@@ -279,23 +279,22 @@ fn fixture_links_touch_neither_their_shell_nor_each_other_nor_the_table() {
             env.step(&a);
         }
         let world = env.world();
-        let owner = |h: ColliderHandle| {
-            let body = world.world.colliders[h]
+        let body = |h: ColliderHandle| {
+            world.world.colliders[h]
                 .parent()
-                .expect("attached collider");
+                .expect("attached collider")
+        };
+        let owner = |h: ColliderHandle| {
             world
                 .entities
                 .iter()
-                .position(|e| e.root == body || e.links.iter().any(|l| l.body == body))
+                .position(|e| e.root == body(h) || e.links.iter().any(|l| l.body == body(h)))
         };
         let is_link = |h: ColliderHandle| {
-            let body = world.world.colliders[h]
-                .parent()
-                .expect("attached collider");
             world
                 .entities
                 .iter()
-                .any(|e| e.links.iter().any(|l| l.body == body))
+                .any(|e| e.links.iter().any(|l| l.body == body(h)))
         };
         let mut link_pairs = 0;
         for pair in world.world.narrow_phase.contact_pairs() {
