@@ -96,6 +96,14 @@ pub struct ExperimentArgs {
     /// GRPO groups per step.
     #[arg(long, default_value_t = 5)]
     pub groups: usize,
+    /// GRPO groups per step for mode `real`, which executes every group
+    /// (default: `--groups`). Lets `real` keep its own execution budget per
+    /// step while the world-model modes imagine more groups.
+    #[arg(long)]
+    pub real_groups: Option<usize>,
+    /// Share of groups executed for real as anchors (ρ; K = ⌈ρ·G⌉ groups).
+    #[arg(long, default_value_t = 0.1)]
+    pub anchor_ratio: f64,
     /// Solutions per group.
     #[arg(long, default_value_t = 8)]
     pub group_size: usize,

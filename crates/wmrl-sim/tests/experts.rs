@@ -56,3 +56,8 @@ fn bowl_in_the_bottom_drawer_and_drawer_shut() {
 fn cream_cheese_and_butter_in_the_basket() {
     solves(1, 0);
 }
+
+#[test]
+fn yellow_and_white_mug_in_the_microwave_and_door_shut() {
+    solves(9, 3);
+}

@@ -165,8 +165,28 @@ struct ModeResult {
     last: f64,
     improvement: f64,
     executions: f64,
+    /// Executions at which the seed-mean curve first reaches `real`'s final
+    /// gain (linear interpolation between evaluations); `None`: never.
     executions_to_reach_real: Option<f64>,
+    /// `real`'s executions to its own final gain over this mode's.
     fewer_executions_than_real: Option<f64>,
+    /// The same for 95% of `real`'s final gain (a plateau's last points
+    /// are within evaluation noise of each other).
+    executions_to_reach_95: Option<f64>,
+    fewer_executions_than_real_95: Option<f64>,
+}
+
+/// First point where `curve` (executions, percentile) reaches `level`,
+/// linearly interpolated between the two evaluations around the crossing.
+fn first_crossing(curve: &[(f64, f64)], level: f64) -> Option<f64> {
+    let first = curve.first()?;
+    if first.1 >= level {
+        return Some(first.0);
+    }
+    curve.windows(2).find_map(|w| {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        (y1 >= level && y0 < level).then(|| x0 + (x1 - x0) * (level - y0) / (y1 - y0))
+    })
 }
 
 pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
@@ -187,7 +207,11 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             };
             config.core.mode = mode;
             config.core.seed = seed;
-            config.core.groups = args.groups;
+            config.core.groups = match mode {
+                wmrl_core::Mode::Real => args.real_groups.unwrap_or(args.groups),
+                _ => args.groups,
+            };
+            config.core.anchor_ratio = args.anchor_ratio;
             config.core.group_size = args.group_size;
             config.core.validate()?;
             let cache = open_cache(None)?;
@@ -245,20 +269,27 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             curve,
             executions_to_reach_real: None,
             fewer_executions_than_real: None,
+            executions_to_reach_95: None,
+            fewer_executions_than_real_95: None,
         });
     }
-    if let Some(real) = results
+    if let Some((initial, gain, curve)) = results
         .iter()
         .find(|r| r.mode == "real")
-        .map(|r| (r.improvement, r.executions))
+        .map(|r| (r.initial, r.improvement, r.curve.clone()))
+        .filter(|(_, gain, _)| *gain > 0.0)
     {
+        let ratio = |real: Option<f64>, mine: Option<f64>| match (real, mine) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let (full, near) = (initial + gain, initial + 0.95 * gain);
+        let (real_full, real_near) = (first_crossing(&curve, full), first_crossing(&curve, near));
         for r in &mut results {
-            let hit = r
-                .curve
-                .iter()
-                .find(|(_, y)| y - r.initial >= real.0 && real.0 > 0.0);
-            r.executions_to_reach_real = hit.map(|p| p.0);
-            r.fewer_executions_than_real = hit.filter(|p| p.0 > 0.0).map(|p| real.1 / p.0);
+            r.executions_to_reach_real = first_crossing(&r.curve, full);
+            r.fewer_executions_than_real = ratio(real_full, r.executions_to_reach_real);
+            r.executions_to_reach_95 = first_crossing(&r.curve, near);
+            r.fewer_executions_than_real_95 = ratio(real_near, r.executions_to_reach_95);
         }
     }
     let plot = wmrl_report::LinePlot {
@@ -283,30 +314,74 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         ..Default::default()
     };
     plot.write_png(&out.join("experiment.png"))?;
-    let report = serde_json::json!({"suite": args.suite, "seeds": args.seeds, "steps": args.steps, "modes": results, "runs": runs});
+    let report = serde_json::json!({
+        "suite": args.suite,
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "groups": args.groups,
+        "real_groups": args.real_groups.unwrap_or(args.groups),
+        "group_size": args.group_size,
+        "anchor_ratio": args.anchor_ratio,
+        "modes": results,
+        "runs": runs,
+    });
     wmrl_report::write_json_atomic(&out.join("experiment.json"), &report)?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "{:<16} {:>8} {:>8} {:>8} {:>11} {:>14} {:>9}",
-        "mode", "start", "end", "gain", "executions", "to reach real", "fewer x"
+        "{:<16} {:>6} {:>6} {:>6} {:>10} {:>14} {:>8} {:>14} {:>8}",
+        "mode",
+        "start",
+        "end",
+        "gain",
+        "executions",
+        "to real's gain",
+        "fewer x",
+        "to 95% of it",
+        "fewer x"
     );
+    let count = |x: Option<f64>| x.map_or("never".into(), |x| format!("{x:.0}"));
+    let times = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
     for r in &results {
         println!(
-            "{:<16} {:>8.1} {:>8.1} {:>8.1} {:>11.0} {:>14} {:>9}",
+            "{:<16} {:>6.1} {:>6.1} {:>6.1} {:>10.0} {:>14} {:>8} {:>14} {:>8}",
             r.mode,
             100.0 * r.initial,
             100.0 * r.last,
             100.0 * r.improvement,
             r.executions,
-            r.executions_to_reach_real
-                .map_or("never".into(), |x| format!("{x:.0}")),
-            r.fewer_executions_than_real
-                .map_or("-".into(), |x| format!("{x:.1}")),
+            count(r.executions_to_reach_real),
+            times(r.fewer_executions_than_real),
+            count(r.executions_to_reach_95),
+            times(r.fewer_executions_than_real_95),
         );
     }
     println!("plot: {}", out.join("experiment.png").display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_crossing;
+
+    #[test]
+    fn first_crossing_interpolates_between_evaluations() {
+        let curve = [
+            (0.0, 0.4),
+            (40.0, 0.6),
+            (80.0, 0.8),
+            (120.0, 0.7),
+            (160.0, 0.9),
+        ];
+        // Halfway between 0.6 at 40 and 0.8 at 80.
+        let x = first_crossing(&curve, 0.7).expect("crosses");
+        assert!((x - 60.0).abs() < 1e-9, "{x}");
+        // The first crossing counts, not a later one after a dip.
+        assert_eq!(first_crossing(&curve, 0.8), Some(80.0));
+        assert_eq!(first_crossing(&curve, 0.3), Some(0.0));
+        assert_eq!(first_crossing(&curve, 0.95), None);
+        assert_eq!(first_crossing(&[], 0.5), None);
+    }
 }

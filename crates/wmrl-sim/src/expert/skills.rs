@@ -41,6 +41,11 @@ const TRANSIT_XY: f64 = 0.10;
 /// Height of the fingertips above a container's rim while leaving it (m).
 const TRANSIT_CLEARANCE: f64 = 0.03;
 
+/// Height above the grasp point at which a side grasp's hand turns horizontal
+/// and travels to its approach line (m); lower, the turning hand sweeps
+/// through the object and knocks it over.
+const SIDE_APPROACH_HEIGHT: f64 = 0.25;
+
 /// Distance from the tool centre point up to the bottom of the hand body (m).
 const HAND_ABOVE_TCP: f64 = 0.043;
 
@@ -465,8 +470,10 @@ fn pick_place(
             let inside = Vector3::new(goal_xy.x - held.x, goal_xy.y - held.y, lift_z);
             let before = inside - d * 0.10;
             match p {
+                // High above the approach line: the hand turns horizontal
+                // there, clear of the object and anything beside it.
                 0 => Waypoint::new(
-                    Vector3::new(pre.x, pre.y, grasp_pos.z + 0.12),
+                    Vector3::new(pre.x, pre.y, grasp_pos.z + SIDE_APPROACH_HEIGHT),
                     grasp_rot,
                     -1.0,
                 )
@@ -475,7 +482,7 @@ fn pick_place(
                 1 => Waypoint::new(pre, grasp_rot, -1.0)
                     .speed(0.5)
                     .tol(0.01)
-                    .timeout(40),
+                    .timeout(50),
                 2 => Waypoint::new(grasp_pos, grasp_rot, -1.0)
                     .speed(0.4)
                     .tol(0.006)
