@@ -115,7 +115,8 @@ impl SimEnv {
             tasks: (0..NUM_TASKS).map(|_| None).collect(),
             current: 0,
             world: None,
-            agent_raster: Rasterizer::new(w, h),
+            // The agent view's camera stays put: keep its fixed scenery.
+            agent_raster: Rasterizer::new(w, h).with_static_cache(),
             wrist_raster: Rasterizer::new(w, h),
             steps: 0,
             success: false,

@@ -1,6 +1,7 @@
 //! Tessellation of rapier colliders into body-frame triangle meshes with face normals.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rapier3d::parry::shape::TypedShape;
 use rapier3d::prelude::*;
@@ -55,7 +56,12 @@ fn bounding_sphere(vertices: &[[f32; 3]]) -> ([f32; 3], f32) {
 pub struct MeshSet {
     /// The meshes.
     pub meshes: Arc<Vec<RenderMesh>>,
+    /// Unique per [`MeshSet::build`] (clones share it): names this geometry in
+    /// a rasteriser's cache of the fixed scenery.
+    pub(crate) id: u64,
 }
+
+static NEXT_MESH_SET_ID: AtomicU64 = AtomicU64::new(0);
 
 impl MeshSet {
     /// Tessellates every collider of `world`.
@@ -92,6 +98,7 @@ impl MeshSet {
         }
         MeshSet {
             meshes: Arc::new(meshes),
+            id: NEXT_MESH_SET_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
 

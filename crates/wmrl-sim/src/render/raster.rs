@@ -7,12 +7,19 @@
 //! camera sees a small part of the scene), and each triangle row is scanned
 //! only over the conservative span where its three edge functions can be
 //! non-negative, not over the triangle's whole bounding box.
+//!
+//! A rasteriser made [`Rasterizer::with_static_cache`] (the agent view, whose
+//! camera never moves) also keeps the sky and the fixed bodies (floor, table,
+//! fixture housings) as drawn the last time, and starts each frame from a copy
+//! of them while the camera and those bodies stay where they were. Every
+//! rasteriser draws fixed bodies before moving ones, so the cached and the
+//! uncached paths draw the same pixels, ties in depth included.
 
 use image::RgbImage;
 use nalgebra::{Isometry3, Point3, Vector3};
 use wide::f32x4;
 
-use super::MeshSet;
+use super::{MeshSet, RenderMesh};
 use crate::physics::SimWorld;
 use crate::physics::convert::to_iso;
 
@@ -35,6 +42,33 @@ pub struct Rasterizer {
     /// word per pixel lets the span loop write branch-free (and vectorise).
     color: Vec<u32>,
     cam_verts: Vec<[f32; 3]>,
+    /// Keep the fixed scenery between frames (see the module docs).
+    cache_static: bool,
+    static_layer: StaticLayer,
+}
+
+/// The sky and the fixed bodies' meshes as drawn for `key` (mesh set, image
+/// size, camera, and every fixed body's pose, as bits).
+#[derive(Debug, Clone, Default)]
+struct StaticLayer {
+    key: Vec<u64>,
+    depth: Vec<f32>,
+    color: Vec<u32>,
+}
+
+/// What every mesh of one frame is drawn with.
+struct View {
+    world_to_camera: Isometry3<f64>,
+    /// Focal length (pixels) and principal point.
+    f: f32,
+    cx: f32,
+    cy: f32,
+    /// The light direction in the camera frame.
+    light: [f32; 3],
+    tan_x: f32,
+    tan_y: f32,
+    norm_x: f32,
+    norm_y: f32,
 }
 
 const NEAR: f32 = 0.01;
@@ -49,88 +83,135 @@ impl Rasterizer {
             depth: vec![0.0; (width * height) as usize],
             color: vec![0; (width * height) as usize],
             cam_verts: Vec::new(),
+            cache_static: false,
+            static_layer: StaticLayer::default(),
         }
+    }
+
+    /// This rasteriser keeps the fixed scenery between frames: worth it for a
+    /// camera that stays put (it costs a key comparison and, on a miss, one
+    /// copy of the buffers).
+    pub fn with_static_cache(mut self) -> Rasterizer {
+        self.cache_static = true;
+        self
     }
 
     /// Renders `meshes` of `world` seen from `camera`.
     pub fn render(&mut self, world: &SimWorld, meshes: &MeshSet, camera: &Camera) -> RgbImage {
         let (w, h) = (self.width, self.height);
-        // Sky gradient background.
-        for (y, row) in self.color.chunks_exact_mut(w as usize).enumerate() {
-            let t = y as f32 / h as f32;
-            row.fill(pack([
-                (175.0 + 40.0 * t) as u8,
-                (190.0 + 30.0 * t) as u8,
-                (215.0 + 20.0 * t) as u8,
-            ]));
-        }
-        self.depth.fill(0.0); // stores 1/depth; 0 = infinitely far
         let f = (h as f32 / 2.0) / ((camera.fovy_deg.to_radians() / 2.0).tan() as f32);
         let (cx, cy) = (w as f32 / 2.0, h as f32 / 2.0);
-        let view = camera.pose.inverse();
+        let world_to_camera = camera.pose.inverse();
         let light = {
             let l = Vector3::new(LIGHT[0], LIGHT[1], LIGHT[2]).normalize();
-            let lc = view.rotation.cast::<f32>() * l;
+            let lc = world_to_camera.rotation.cast::<f32>() * l;
             [lc.x, lc.y, lc.z]
         };
         // Frustum side planes through the camera centre: a point p is outside
         // the right plane when (p.x + tan_x·p.z) / √(1 + tan_x²) > 0 (the camera
         // looks along -z), and likewise for the others.
         let (tan_x, tan_y) = (cx / f, cy / f);
-        let (norm_x, norm_y) = ((1.0 + tan_x * tan_x).sqrt(), (1.0 + tan_y * tan_y).sqrt());
-        for mesh in meshes.meshes.iter() {
-            let m: Isometry3<f32> =
-                (view * to_iso(world.world.bodies[mesh.body].position())).cast();
-            let [bx, by, bz] = mesh.bound_center;
-            let c = m * Point3::new(bx, by, bz);
-            let r = mesh.bound_radius;
-            if c.z - r > -NEAR
-                || (c.x.abs() + tan_x * c.z) > r * norm_x
-                || (c.y.abs() + tan_y * c.z) > r * norm_y
-            {
-                continue;
+        let view = View {
+            world_to_camera,
+            f,
+            cx,
+            cy,
+            light,
+            tan_x,
+            tan_y,
+            norm_x: (1.0 + tan_x * tan_x).sqrt(),
+            norm_y: (1.0 + tan_y * tan_y).sqrt(),
+        };
+        let is_fixed = |mesh: &RenderMesh| world.world.bodies[mesh.body].is_fixed();
+        let key = if self.cache_static {
+            static_key(world, meshes, camera, w, h)
+        } else {
+            Vec::new()
+        };
+        if self.cache_static && key == self.static_layer.key {
+            self.depth.copy_from_slice(&self.static_layer.depth);
+            self.color.copy_from_slice(&self.static_layer.color);
+        } else {
+            // Sky gradient background.
+            for (y, row) in self.color.chunks_exact_mut(w as usize).enumerate() {
+                let t = y as f32 / h as f32;
+                row.fill(pack([
+                    (175.0 + 40.0 * t) as u8,
+                    (190.0 + 30.0 * t) as u8,
+                    (215.0 + 20.0 * t) as u8,
+                ]));
             }
-            self.cam_verts.clear();
-            for v in &mesh.vertices {
-                let p = m * Point3::new(v[0], v[1], v[2]);
-                self.cam_verts.push([p.x, p.y, p.z]);
+            self.depth.fill(0.0); // stores 1/depth; 0 = infinitely far
+            for mesh in meshes.meshes.iter().filter(|m| is_fixed(m)) {
+                self.draw_mesh(world, mesh, &view);
             }
-            for t in &mesh.triangles {
-                let a = self.cam_verts[t[0] as usize];
-                let b = self.cam_verts[t[1] as usize];
-                let c = self.cam_verts[t[2] as usize];
-                let n = cross(sub(b, a), sub(c, a));
-                // Back-face culling: the camera sits at the origin.
-                if dot(n, a) >= 0.0 {
-                    continue;
-                }
-                let nl = norm(n);
-                let shade = 0.4 + 0.6 * (dot(n, light) / nl).max(0.0);
-                let color = pack([
-                    (mesh.color[0] as f32 * shade).min(255.0) as u8,
-                    (mesh.color[1] as f32 * shade).min(255.0) as u8,
-                    (mesh.color[2] as f32 * shade).min(255.0) as u8,
-                ]);
-                let mut poly = [[0.0f32; 3]; 4];
-                let count = clip_near([a, b, c], &mut poly);
-                if count < 3 {
-                    continue;
-                }
-                let proj = |p: [f32; 3]| -> [f32; 3] {
-                    let iz = 1.0 / -p[2];
-                    [cx + f * p[0] * iz, cy - f * p[1] * iz, iz]
-                };
-                let p0 = proj(poly[0]);
-                for i in 1..count - 1 {
-                    self.fill(p0, proj(poly[i]), proj(poly[i + 1]), color);
-                }
+            if self.cache_static {
+                self.static_layer.key = key;
+                self.static_layer.depth.clone_from(&self.depth);
+                self.static_layer.color.clone_from(&self.color);
             }
+        }
+        for mesh in meshes.meshes.iter().filter(|m| !is_fixed(m)) {
+            self.draw_mesh(world, mesh, &view);
         }
         let mut img = RgbImage::new(w, h);
         for (px, &c) in img.as_mut().chunks_exact_mut(3).zip(&self.color) {
             px.copy_from_slice(&c.to_be_bytes()[1..]);
         }
         img
+    }
+
+    /// Draws one mesh (skipped whole when its bounding sphere is out of view).
+    fn draw_mesh(&mut self, world: &SimWorld, mesh: &RenderMesh, view: &View) {
+        let View {
+            f, cx, cy, light, ..
+        } = *view;
+        let m: Isometry3<f32> =
+            (view.world_to_camera * to_iso(world.world.bodies[mesh.body].position())).cast();
+        let [bx, by, bz] = mesh.bound_center;
+        let c = m * Point3::new(bx, by, bz);
+        let r = mesh.bound_radius;
+        if c.z - r > -NEAR
+            || (c.x.abs() + view.tan_x * c.z) > r * view.norm_x
+            || (c.y.abs() + view.tan_y * c.z) > r * view.norm_y
+        {
+            return;
+        }
+        self.cam_verts.clear();
+        for v in &mesh.vertices {
+            let p = m * Point3::new(v[0], v[1], v[2]);
+            self.cam_verts.push([p.x, p.y, p.z]);
+        }
+        for t in &mesh.triangles {
+            let a = self.cam_verts[t[0] as usize];
+            let b = self.cam_verts[t[1] as usize];
+            let c = self.cam_verts[t[2] as usize];
+            let n = cross(sub(b, a), sub(c, a));
+            // Back-face culling: the camera sits at the origin.
+            if dot(n, a) >= 0.0 {
+                continue;
+            }
+            let nl = norm(n);
+            let shade = 0.4 + 0.6 * (dot(n, light) / nl).max(0.0);
+            let color = pack([
+                (mesh.color[0] as f32 * shade).min(255.0) as u8,
+                (mesh.color[1] as f32 * shade).min(255.0) as u8,
+                (mesh.color[2] as f32 * shade).min(255.0) as u8,
+            ]);
+            let mut poly = [[0.0f32; 3]; 4];
+            let count = clip_near([a, b, c], &mut poly);
+            if count < 3 {
+                continue;
+            }
+            let proj = |p: [f32; 3]| -> [f32; 3] {
+                let iz = 1.0 / -p[2];
+                [cx + f * p[0] * iz, cy - f * p[1] * iz, iz]
+            };
+            let p0 = proj(poly[0]);
+            for i in 1..count - 1 {
+                self.fill(p0, proj(poly[i]), proj(poly[i + 1]), color);
+            }
+        }
     }
 
     fn fill(&mut self, a: [f32; 3], b: [f32; 3], c: [f32; 3], color: u32) {
@@ -237,6 +318,26 @@ impl Rasterizer {
             }
         }
     }
+}
+
+/// What the fixed scenery of a frame depends on, as bits: the mesh set, the
+/// image size, the camera, and the pose of every fixed body with a mesh.
+fn static_key(world: &SimWorld, meshes: &MeshSet, camera: &Camera, w: u32, h: u32) -> Vec<u64> {
+    let pose_bits = |iso: &Isometry3<f64>| {
+        let t = iso.translation.vector;
+        let q = iso.rotation.coords;
+        [t.x, t.y, t.z, q.x, q.y, q.z, q.w].map(f64::to_bits)
+    };
+    let mut key = vec![meshes.id, u64::from(w) << 32 | u64::from(h)];
+    key.push(camera.fovy_deg.to_bits());
+    key.extend(pose_bits(&camera.pose));
+    for mesh in meshes.meshes.iter() {
+        let body = &world.world.bodies[mesh.body];
+        if body.is_fixed() {
+            key.extend(pose_bits(&to_iso(body.position())));
+        }
+    }
+    key
 }
 
 /// `[r, g, b]` as 0x00RRGGBB.
