@@ -154,13 +154,7 @@ pub fn episode_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Reads every episode under `dir` (checked, in parallel).
 pub fn read_all(dir: &Path) -> Result<Vec<Episode>> {
-    let files = episode_files(dir)?;
-    if files.is_empty() {
-        return Err(Error::EmptyDataset {
-            dir: dir.to_path_buf(),
-        });
-    }
-    files.par_iter().map(|path| read_episode(path)).collect()
+    read_each(dir, Ok)
 }
 
 /// Reads every episode under `dir` (checked, in parallel) and shrinks its
@@ -168,6 +162,15 @@ pub fn read_all(dir: &Path) -> Result<Vec<Episode>> {
 /// full-size frames never sit in memory together (1330 demonstrations of
 /// 128×128 frames decode to 18 GB; at 64×64 they are 4.6 GB).
 pub fn read_all_resized(dir: &Path, image_size: i64) -> Result<Vec<Episode>> {
+    read_each(dir, |mut episode| {
+        episode.agent_view = resized(&episode.agent_view, image_size)?;
+        episode.wrist_view = resized(&episode.wrist_view, image_size)?;
+        Ok(episode)
+    })
+}
+
+/// Every episode under `dir`, read in parallel and passed through `then`.
+fn read_each(dir: &Path, then: impl Fn(Episode) -> Result<Episode> + Sync) -> Result<Vec<Episode>> {
     let files = episode_files(dir)?;
     if files.is_empty() {
         return Err(Error::EmptyDataset {
@@ -176,13 +179,18 @@ pub fn read_all_resized(dir: &Path, image_size: i64) -> Result<Vec<Episode>> {
     }
     files
         .par_iter()
-        .map(|path| {
-            let mut episode = read_episode(path)?;
-            episode.agent_view = resized(&episode.agent_view, image_size)?;
-            episode.wrist_view = resized(&episode.wrist_view, image_size)?;
-            Ok(episode)
-        })
+        .map(|path| then(read_episode(path)?))
         .collect()
+}
+
+/// `images` as `u8 [N, 3, size, size]`: the arithmetic of every training
+/// frame, whatever size it was stored at.
+fn frames_tensor(images: &[&image::RgbImage], size: i64) -> Result<Tensor> {
+    let x = images_to_tensor(images, Device::Cpu)?.to_kind(Kind::Float);
+    Ok(resize_images(&x, size)
+        .round()
+        .clamp(0.0, 255.0)
+        .to_kind(Kind::Uint8))
 }
 
 /// `images` at `size`×`size`, by the same arithmetic as the training tensors
@@ -195,11 +203,7 @@ fn resized(images: &[image::RgbImage], size: i64) -> Result<Vec<image::RgbImage>
         return Ok(images.to_vec());
     }
     let refs: Vec<&image::RgbImage> = images.iter().collect();
-    let x = images_to_tensor(&refs, Device::Cpu)?.to_kind(Kind::Float);
-    let small = resize_images(&x, size)
-        .round()
-        .clamp(0.0, 255.0)
-        .to_kind(Kind::Uint8)
+    let small = frames_tensor(&refs, size)?
         .permute([0, 2, 3, 1])
         .contiguous();
     let bytes = Vec::<u8>::try_from(small.view([-1]))
@@ -219,11 +223,7 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
     let steps = episode.steps() as i64;
     let frames = |images: &[image::RgbImage]| -> Result<Tensor> {
         let refs: Vec<&image::RgbImage> = images[..steps as usize].iter().collect();
-        let x = images_to_tensor(&refs, Device::Cpu)?.to_kind(Kind::Float);
-        Ok(resize_images(&x, options.image_size)
-            .round()
-            .clamp(0.0, 255.0)
-            .to_kind(Kind::Uint8))
+        frames_tensor(&refs, options.image_size)
     };
     let (c, d) = (options.chunk_len, options.action_dim as i64);
     let mut tokens = Vec::with_capacity((steps * c * d) as usize);
