@@ -6,10 +6,12 @@
 //! object per line and plots are drawn from those rows.
 
 pub mod atomic;
+pub mod curve;
 pub mod metrics;
 pub mod plot;
 
 pub use atomic::{write_atomic, write_json_atomic};
+pub use curve::{first_crossing, seed_mean};
 pub use metrics::MetricsSink;
 pub use plot::{LinePlot, Series, SeriesStyle};
 

@@ -11,11 +11,13 @@
 //! arguments.
 //!
 //! The target: `--target` when given, otherwise the mean final success of
-//! `real` (WMRL must reach `real`'s gain). "Steps to target" is the real
-//! environment steps at the first evaluation whose greedy success reaches the
-//! target; compute is the training wall-clock at that evaluation
-//! (evaluations excluded). Means and standard errors are over the seeds that
-//! reached the target; the table says how many did.
+//! `real` (WMRL must reach `real`'s gain). "Steps to target" is where the
+//! mode's seed-mean curve of greedy success against real environment steps
+//! first reaches the target, linearly interpolated between the evaluations
+//! around the crossing ([`wmrl_report::first_crossing`], the definition the
+//! AutoResearch experiment uses too); compute is the same crossing on the
+//! curve against training wall-clock (evaluations excluded). The table also
+//! counts the seeds whose own curve reaches the target.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -92,11 +94,11 @@ pub struct ModeRow {
     pub env_steps: MeanSe,
     /// Training wall-clock seconds of the whole run.
     pub train_seconds: MeanSe,
-    /// Real environment steps to reach the target (seeds that reached it).
-    pub steps_to_target: Option<MeanSe>,
-    /// Training seconds to reach the target (seeds that reached it).
-    pub seconds_to_target: Option<MeanSe>,
-    /// Seeds that reached the target.
+    /// Real environment steps at which the seed-mean curve reaches the target.
+    pub steps_to_target: Option<f64>,
+    /// Training seconds at which the seed-mean curve reaches the target.
+    pub seconds_to_target: Option<f64>,
+    /// Seeds whose own curve reaches the target.
     pub reached: usize,
     /// `real`'s steps to target ÷ this mode's (× fewer real steps).
     pub steps_saving: Option<f64>,
@@ -119,12 +121,14 @@ pub struct ExperimentReport {
     pub rows: Vec<ModeRow>,
 }
 
-/// The first evaluation reaching `target`: (env steps, train seconds).
-fn first_reaching(evaluations: &[Evaluation], target: f64) -> Option<(f64, f64)> {
-    evaluations
-        .iter()
-        .find(|e| e.success >= target - 1e-12)
-        .map(|e| (e.env_steps as f64, e.train_seconds))
+/// The seed-mean curve of `runs`, success against `x` of each evaluation.
+fn mean_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f64, f64)> {
+    wmrl_report::seed_mean(
+        &runs
+            .iter()
+            .map(|r| r.evaluations.iter().map(|e| (x(e), e.success)).collect())
+            .collect::<Vec<_>>(),
+    )
 }
 
 impl ExperimentReport {
@@ -164,13 +168,16 @@ impl ExperimentReport {
                     MeanSe::of(&runs.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
                         .unwrap_or(zero)
                 };
-                let hits: Vec<(f64, f64)> = target
-                    .map(|t| {
-                        runs.iter()
-                            .filter_map(|r| first_reaching(&r.evaluations, t))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let steps_curve = mean_curve(runs, |e| e.env_steps as f64);
+                let seconds_curve = mean_curve(runs, |e| e.train_seconds);
+                let crossing = |curve: &[(f64, f64)]| {
+                    target.and_then(|t| wmrl_report::first_crossing(curve, t))
+                };
+                let reached = target.map_or(0, |t| {
+                    runs.iter()
+                        .filter(|r| r.evaluations.iter().any(|e| e.success >= t - 1e-12))
+                        .count()
+                });
                 Some(ModeRow {
                     mode: mode.name().into(),
                     seeds: runs.len(),
@@ -181,9 +188,9 @@ impl ExperimentReport {
                         .collect(),
                     env_steps: of(&|r| Some(r.env_steps as f64)),
                     train_seconds: of(&|r| Some(r.train_seconds)),
-                    steps_to_target: MeanSe::of(&hits.iter().map(|h| h.0).collect::<Vec<_>>()),
-                    seconds_to_target: MeanSe::of(&hits.iter().map(|h| h.1).collect::<Vec<_>>()),
-                    reached: hits.len(),
+                    steps_to_target: crossing(&steps_curve),
+                    seconds_to_target: crossing(&seconds_curve),
+                    reached,
                     steps_saving: None,
                     compute_saving: None,
                 })
@@ -195,8 +202,8 @@ impl ExperimentReport {
             .map(|r| (r.steps_to_target, r.seconds_to_target));
         if let Some((real_steps, real_seconds)) = real {
             for row in &mut rows {
-                let ratio = |a: Option<MeanSe>, b: Option<MeanSe>| match (a, b) {
-                    (Some(a), Some(b)) if b.mean > 0.0 => Some(a.mean / b.mean),
+                let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
                     _ => None,
                 };
                 row.steps_saving = ratio(real_steps, row.steps_to_target);
@@ -221,10 +228,15 @@ impl ExperimentReport {
                 format!("{:.1}", 100.0 * m.mean)
             }
         };
-        let num = |m: &Option<MeanSe>, unit: &str| match m {
-            Some(m) if m.n > 1 => format!("{:.0} ± {:.0}{unit}", m.mean, m.se),
-            Some(m) => format!("{:.0}{unit}", m.mean),
-            None => "not reached".into(),
+        let mean_se = |m: &MeanSe| {
+            if m.n > 1 {
+                format!("{:.0} ± {:.0}", m.mean, m.se)
+            } else {
+                format!("{:.0}", m.mean)
+            }
+        };
+        let crossing = |x: Option<f64>, unit: &str| {
+            x.map_or("not reached".into(), |x| format!("{x:.0}{unit}"))
         };
         let times = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.2}×"));
         let mut out = String::new();
@@ -263,14 +275,14 @@ impl ExperimentReport {
             let _ = writeln!(
                 out,
                 " {} | {} | {} | {} | {} | {}/{} |",
-                num(&Some(r.env_steps), ""),
-                num(&r.steps_to_target, ""),
+                mean_se(&r.env_steps),
+                crossing(r.steps_to_target, ""),
                 match (r.steps_saving, r.steps_to_target) {
                     // Reached without a single real step (wm-only).
-                    (None, Some(m)) if m.mean == 0.0 => "∞".into(),
+                    (None, Some(0.0)) => "∞".into(),
                     (x, _) => times(x),
                 },
-                num(&r.seconds_to_target, " s"),
+                crossing(r.seconds_to_target, " s"),
                 times(r.compute_saving),
                 r.reached,
                 r.seeds
@@ -279,8 +291,9 @@ impl ExperimentReport {
         let _ = writeln!(
             out,
             "\nSuccess is greedy, on the fixed initial states, mean ± standard error over seeds. \
-             Steps and seconds to target: at the first evaluation reaching the target, over the seeds \
-             that reached it; × columns are `real`'s figure divided by the mode's."
+             Steps and seconds to target: where the seed-mean curve first reaches the target, \
+             interpolated between evaluations; × columns are `real`'s figure divided by the mode's; \
+             seeds reaching: seeds whose own curve reaches the target."
         );
         out
     }
@@ -394,18 +407,12 @@ fn plot(modes: &[Mode], runs: &[TrainSummary], path: &Path) -> Result<()> {
         .iter()
         .filter_map(|mode| {
             let runs: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
-            let k = runs.iter().map(|r| r.evaluations.len()).min()?;
-            let points = (0..k)
-                .map(|i| {
-                    let n = runs.len() as f64;
-                    let x = runs
-                        .iter()
-                        .map(|r| r.evaluations[i].env_steps as f64)
-                        .sum::<f64>()
-                        / n;
-                    let y = runs.iter().map(|r| r.evaluations[i].success).sum::<f64>() / n;
-                    (x, 100.0 * y)
-                })
+            if runs.is_empty() {
+                return None;
+            }
+            let points = mean_curve(&runs, |e| e.env_steps as f64)
+                .into_iter()
+                .map(|(x, y)| (x, 100.0 * y))
                 .collect();
             Some(Series::line(mode.name(), points).with_style(SeriesStyle::LineWithMarkers))
         })
@@ -463,7 +470,7 @@ mod tests {
                 1,
                 &[(0, 0.0, 0.3), (1000, 10.0, 0.5), (2000, 20.0, 0.5)],
             ),
-            // Reaches 0.5 after 250 real steps (seed 0) and 500 (seed 1).
+            // Seed 0 reaches 0.5 after 250 real steps, seed 1 after 500.
             summary(
                 Mode::Wmrl,
                 0,
@@ -490,20 +497,24 @@ mod tests {
             None,
         );
         assert_eq!(report.target, Some(0.5));
+        // real's seed-mean curve: 0.3, 0.45, 0.5 at 0, 1000, 2000 steps.
         let real = &report.rows[0];
-        assert_eq!(real.steps_to_target.unwrap().mean, 1500.0);
+        assert!((real.steps_to_target.unwrap() - 2000.0).abs() < 1e-9);
         assert_eq!(real.reached, 2);
+        // wmrl's: 0.3, 0.45, 0.55 at 0, 250, 500: crosses 0.5 halfway, at 375
+        // steps and 7.5 s (real: 20 s).
         let wmrl = &report.rows[1];
-        assert_eq!(wmrl.steps_to_target.unwrap().mean, 375.0);
-        assert!((wmrl.steps_saving.unwrap() - 4.0).abs() < 1e-12);
-        assert!((wmrl.compute_saving.unwrap() - 15.0 / 7.5).abs() < 1e-12);
+        assert!((wmrl.steps_to_target.unwrap() - 375.0).abs() < 1e-9);
+        assert_eq!(wmrl.reached, 2);
+        assert!((wmrl.steps_saving.unwrap() - 2000.0 / 375.0).abs() < 1e-9);
+        assert!((wmrl.compute_saving.unwrap() - 20.0 / 7.5).abs() < 1e-9);
         assert!((wmrl.final_success.mean - 0.55).abs() < 1e-12);
         assert!((wmrl.final_success.se - 0.05).abs() < 1e-12);
         let wm_only = &report.rows[2];
         assert_eq!((wm_only.reached, wm_only.steps_saving), (0, None));
         let md = report.markdown();
         assert!(md.contains("| wmrl | 30.0 ± 0.0 | 55.0 ± 5.0 |"), "{md}");
-        assert!(md.contains("4.00×") && md.contains("not reached"), "{md}");
+        assert!(md.contains("5.33×") && md.contains("not reached"), "{md}");
         assert!(md.contains("target success 50.0%"), "{md}");
     }
 }

@@ -176,19 +176,6 @@ struct ModeResult {
     fewer_executions_than_real_95: Option<f64>,
 }
 
-/// First point where `curve` (executions, percentile) reaches `level`,
-/// linearly interpolated between the two evaluations around the crossing.
-fn first_crossing(curve: &[(f64, f64)], level: f64) -> Option<f64> {
-    let first = curve.first()?;
-    if first.1 >= level {
-        return Some(first.0);
-    }
-    curve.windows(2).find_map(|w| {
-        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
-        (y1 >= level && y0 < level).then(|| x0 + (x1 - x0) * (level - y0) / (y1 - y0))
-    })
-}
-
 pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
     let rt = Arc::new(runtime()?);
     let tasks = ensure_suite(&rt, &args.suite, args.tasks_dir.as_deref(), &args.sandbox)?;
@@ -241,23 +228,17 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     let mut results: Vec<ModeResult> = Vec::new();
     for &mode in &args.modes {
         let mine: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
-        let len = mine.iter().map(|r| r.evaluations.len()).min().unwrap_or(0);
-        let curve: Vec<(f64, f64)> = (0..len)
-            .map(|i| {
-                let n = mine.len() as f64;
-                let x = mine
-                    .iter()
-                    .map(|r| r.evaluations[i].executions as f64)
-                    .sum::<f64>()
-                    / n;
-                let y = mine
-                    .iter()
-                    .map(|r| r.evaluations[i].mean_percentile)
-                    .sum::<f64>()
-                    / n;
-                (x, y)
-            })
-            .collect();
+        let curve = wmrl_report::seed_mean(
+            &mine
+                .iter()
+                .map(|r| {
+                    r.evaluations
+                        .iter()
+                        .map(|e| (e.executions as f64, e.mean_percentile))
+                        .collect()
+                })
+                .collect::<Vec<_>>(),
+        );
         let initial = curve.first().map_or(0.0, |p| p.1);
         let last = curve.last().map_or(0.0, |p| p.1);
         results.push(ModeResult {
@@ -284,11 +265,14 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             _ => None,
         };
         let (full, near) = (initial + gain, initial + 0.95 * gain);
-        let (real_full, real_near) = (first_crossing(&curve, full), first_crossing(&curve, near));
+        let (real_full, real_near) = (
+            wmrl_report::first_crossing(&curve, full),
+            wmrl_report::first_crossing(&curve, near),
+        );
         for r in &mut results {
-            r.executions_to_reach_real = first_crossing(&r.curve, full);
+            r.executions_to_reach_real = wmrl_report::first_crossing(&r.curve, full);
             r.fewer_executions_than_real = ratio(real_full, r.executions_to_reach_real);
-            r.executions_to_reach_95 = first_crossing(&r.curve, near);
+            r.executions_to_reach_95 = wmrl_report::first_crossing(&r.curve, near);
             r.fewer_executions_than_real_95 = ratio(real_near, r.executions_to_reach_95);
         }
     }
@@ -360,28 +344,4 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     }
     println!("plot: {}", out.join("experiment.png").display());
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_crossing;
-
-    #[test]
-    fn first_crossing_interpolates_between_evaluations() {
-        let curve = [
-            (0.0, 0.4),
-            (40.0, 0.6),
-            (80.0, 0.8),
-            (120.0, 0.7),
-            (160.0, 0.9),
-        ];
-        // Halfway between 0.6 at 40 and 0.8 at 80.
-        let x = first_crossing(&curve, 0.7).expect("crosses");
-        assert!((x - 60.0).abs() < 1e-9, "{x}");
-        // The first crossing counts, not a later one after a dip.
-        assert_eq!(first_crossing(&curve, 0.8), Some(80.0));
-        assert_eq!(first_crossing(&curve, 0.3), Some(0.0));
-        assert_eq!(first_crossing(&curve, 0.95), None);
-        assert_eq!(first_crossing(&[], 0.5), None);
-    }
 }

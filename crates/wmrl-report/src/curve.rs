@@ -1,0 +1,77 @@
+//! Learning curves summarised over seeds: the seed-mean curve, and where a
+//! curve first reaches a level (the "executions to target" of an experiment).
+//!
+//! A curve is a list of `(x, y)` evaluations in training order: `x` is the
+//! budget spent so far (real environment steps, sandbox executions, seconds),
+//! `y` the score there. Both experiments (VLA and AutoResearch) read their
+//! to-target figures from the seed-mean curve, interpolated between
+//! evaluations, so that one lucky evaluation of one seed does not decide the
+//! figure and coarse evaluation spacing does not quantise it.
+
+/// The pointwise mean of `curves` (the i-th point is the mean of every
+/// curve's i-th point), cut to the shortest curve; empty without curves.
+pub fn seed_mean(curves: &[Vec<(f64, f64)>]) -> Vec<(f64, f64)> {
+    let len = curves.iter().map(Vec::len).min().unwrap_or(0);
+    let n = curves.len() as f64;
+    (0..len)
+        .map(|i| {
+            let x = curves.iter().map(|c| c[i].0).sum::<f64>() / n;
+            let y = curves.iter().map(|c| c[i].1).sum::<f64>() / n;
+            (x, y)
+        })
+        .collect()
+}
+
+/// The first `x` at which `curve` reaches `level`, linearly interpolated
+/// between the two evaluations around the crossing; the first point's `x`
+/// when it already reaches it; `None` when it never does. Scores within
+/// 1e-12 of the level count as reaching it (means of equal rates differ in
+/// the last bit).
+pub fn first_crossing(curve: &[(f64, f64)], level: f64) -> Option<f64> {
+    let reaches = |y: f64| y >= level - 1e-12;
+    let first = curve.first()?;
+    if reaches(first.1) {
+        return Some(first.0);
+    }
+    curve.windows(2).find_map(|w| {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        (reaches(y1) && !reaches(y0)).then(|| x0 + (x1 - x0) * ((level - y0) / (y1 - y0)).min(1.0))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_crossing_interpolates_between_evaluations() {
+        let curve = [
+            (0.0, 0.4),
+            (40.0, 0.6),
+            (80.0, 0.8),
+            (120.0, 0.7),
+            (160.0, 0.9),
+        ];
+        // Halfway between 0.6 at 40 and 0.8 at 80.
+        let x = first_crossing(&curve, 0.7).expect("crosses");
+        assert!((x - 60.0).abs() < 1e-9, "{x}");
+        // The first crossing counts, not a later one after a dip.
+        assert_eq!(first_crossing(&curve, 0.8), Some(80.0));
+        assert_eq!(first_crossing(&curve, 0.3), Some(0.0));
+        assert_eq!(first_crossing(&curve, 0.95), None);
+        assert_eq!(first_crossing(&[], 0.5), None);
+    }
+
+    #[test]
+    fn seed_mean_averages_pointwise_and_cuts_to_the_shortest() {
+        let curves = vec![
+            vec![(0.0, 0.2), (10.0, 0.4), (20.0, 0.6)],
+            vec![(0.0, 0.4), (30.0, 0.8)],
+        ];
+        let mean = seed_mean(&curves);
+        assert_eq!(mean.len(), 2);
+        assert!((mean[0].0 - 0.0).abs() < 1e-12 && (mean[0].1 - 0.3).abs() < 1e-12);
+        assert!((mean[1].0 - 20.0).abs() < 1e-12 && (mean[1].1 - 0.6).abs() < 1e-12);
+        assert!(seed_mean(&[]).is_empty());
+    }
+}
