@@ -254,7 +254,8 @@ impl VlaTrainer {
         train_options.env.max_steps = x.max_steps;
         let starts = Box::new(SimStarts::new(train_options.env.clone()));
         let world_model = VlaWorldModel::new(model, encoder, starts)?;
-        let learner = VlaLearner::new(policy, config.grpo.clone())?;
+        let learner = VlaLearner::new(policy, config.grpo.clone())?
+            .with_sampling_temperature(x.temperature)?;
         let mut eval_options = SimExecutorOptions::default();
         eval_options.env.max_steps = x.max_steps;
         let adapter = sim::libero_adapter(&config.tasks, config.core.seed)?;

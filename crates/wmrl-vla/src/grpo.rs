@@ -13,7 +13,10 @@
 //!
 //! (log-probabilities and entropies are exact sums over the chunk's tokens;
 //! the KL term to the frozen SFT policy is exact over the bins and is
-//! computed only when β_KL > 0). The observation encoder is frozen: the
+//! computed only when β_KL > 0). The policy optimised is the one that
+//! sampled the rollouts: π(· | input) = softmax(logits / T) at the sampling
+//! temperature T ([`VlaLearner::with_sampling_temperature`], 1 by default),
+//! so ρ is an exact importance ratio whatever T the executor used. The observation encoder is frozen: the
 //! world model lives in its latent space. One call to `learn` is one
 //! optimiser step (gradients accumulated over minibatches of chunks).
 
@@ -138,6 +141,9 @@ pub struct VlaLearner {
     reference: Option<VlaPolicy>,
     optimizer: AdamW,
     config: GrpoConfig,
+    /// Temperature T the rollouts were sampled at: the learner optimises
+    /// softmax(logits / T).
+    temperature: f64,
     /// Statistics of the last `learn` call.
     pub last: LearnStats,
     /// Optimiser steps taken.
@@ -148,6 +154,7 @@ impl std::fmt::Debug for VlaLearner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VlaLearner")
             .field("config", &self.config)
+            .field("temperature", &self.temperature)
             .field("steps", &self.steps)
             .finish()
     }
@@ -180,9 +187,24 @@ impl VlaLearner {
             reference,
             optimizer,
             config,
+            temperature: 1.0,
             last: LearnStats::default(),
             steps: 0,
         })
+    }
+
+    /// The temperature T the rollouts it learns from are sampled at (the
+    /// executor's and the world model's): ratios, entropies and the KL term
+    /// are those of softmax(logits / T). Fails unless T is finite and > 0.
+    pub fn with_sampling_temperature(mut self, temperature: f64) -> Result<Self> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(Error::Config {
+                origin: "GRPO sampling temperature".into(),
+                message: format!("expected a finite number > 0, found {temperature}"),
+            });
+        }
+        self.temperature = temperature;
+        Ok(self)
     }
 
     /// The policy.
@@ -394,7 +416,7 @@ impl Policy<VlaAdapter> for VlaLearner {
                 .to_device(device);
             let rows = Tensor::from_slice(&instr_rows[start..end]).to_device(device);
             let instruction = self.policy.encode_instructions(&ids).index_select(0, &rows);
-            let logits = self.policy.act(&latent, &proprio, &instruction);
+            let logits = self.policy.act(&latent, &proprio, &instruction) / self.temperature;
             let dist = ActionDistribution::new(&logits);
             let new_lp = dist.log_prob(&toks);
             let old_lp = Tensor::from_slice(&old[start..end]).to_device(device);
@@ -413,7 +435,7 @@ impl Policy<VlaAdapter> for VlaLearner {
                         &latent,
                         &proprio,
                         &reference.encode_instructions(&ids).index_select(0, &rows),
-                    )
+                    ) / self.temperature
                 });
                 let lp = logits.log_softmax(-1, Kind::Float);
                 let lq = ref_logits.log_softmax(-1, Kind::Float);
@@ -586,5 +608,93 @@ mod tests {
         );
         assert_eq!(learner.policy().encoder_fingerprint(), encoder_before);
         assert!(learner.last.kl > 0.0);
+    }
+
+    /// Rollouts sampled at temperature T have ratio exactly 1 under a learner
+    /// told T (the first step evaluates the policy that sampled them), and
+    /// not under one that assumes T = 1.
+    #[test]
+    fn the_ratio_is_exact_at_the_sampling_temperature() {
+        tch::manual_seed(0);
+        let config = VlaConfig::load("tiny", &[]).unwrap();
+        let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
+        let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let temperature = 0.5;
+        let records: Vec<EpisodeRecord> = {
+            let _g = tch::no_grad_guard();
+            let z = Tensor::from_slice(&latent).view([1, 64]).repeat([16, 1]);
+            let p = Tensor::zeros([16, 15], (Kind::Float, Device::Cpu));
+            let instr = policy
+                .encode_instructions(&policy.tokenize(&["open the drawer"]))
+                .repeat([16, 1]);
+            let dist =
+                ActionDistribution::with_temperature(&policy.act(&z, &p, &instr), temperature);
+            let toks = dist.sample();
+            let lps = dist.log_prob(&toks);
+            policy
+                .chunks_from_tokens(&toks, &lps)
+                .into_iter()
+                .map(|chunk| EpisodeRecord {
+                    chunks: vec![chunk],
+                    inputs: vec![ChunkInput {
+                        latent: latent.clone(),
+                        proprio: vec![0.0; 15],
+                    }],
+                    ..Default::default()
+                })
+                .collect()
+        };
+        let moved = |learner_temperature: f64| {
+            let mut learner = VlaLearner::new(policy.try_clone().unwrap(), GrpoConfig::default())
+                .unwrap()
+                .with_sampling_temperature(learner_temperature)
+                .unwrap();
+            let samples = records
+                .iter()
+                .enumerate()
+                .map(|(i, rollout)| BatchSample {
+                    signal: SampleOut {
+                        group: 0,
+                        sample: i,
+                        stream: Stream::Anchor,
+                        reward: (i % 2) as f64,
+                        advantage: if i % 2 == 0 { -1.0 } else { 1.0 },
+                        loss_weight: 1.0 / 16.0,
+                    },
+                    rollout: rollout.clone(),
+                })
+                .collect();
+            learner
+                .learn(Batch {
+                    step: 0,
+                    prompts: vec![TaskPrompt {
+                        task_index: 0,
+                        state_index: 0,
+                        instruction: "open the drawer".into(),
+                    }],
+                    samples,
+                    diagnostics: diagnostics(),
+                })
+                .unwrap();
+            learner.last.mean_abs_log_ratio
+        };
+        let exact = moved(temperature);
+        let assumed_one = moved(1.0);
+        assert!(
+            exact < 1e-4,
+            "|log ratio| at the sampling temperature: {exact}"
+        );
+        assert!(
+            assumed_one > 0.1,
+            "|log ratio| assuming T = 1: {assumed_one}"
+        );
+        assert!(
+            VlaLearner::new(policy, GrpoConfig::default())
+                .unwrap()
+                .with_sampling_temperature(0.0)
+                .is_err()
+        );
     }
 }
