@@ -102,6 +102,19 @@ impl ActionDistribution {
             .clamp_max(k - 1)
     }
 
+    /// The distribution `decoding` draws from: `softmax(logits / T)` when
+    /// sampling at T > 0, else (greedy) the policy at temperature 1. A
+    /// rollout's recorded log-probabilities come from here, so that the
+    /// learner's ratio is exact at the temperature it sampled at.
+    pub fn for_decoding(logits: &Tensor, decoding: Decoding) -> Self {
+        match decoding {
+            Decoding::Sample { temperature } if temperature > 0.0 => {
+                Self::with_temperature(logits, temperature)
+            }
+            _ => Self::new(logits),
+        }
+    }
+
     /// Tokens chosen by `decoding` from `logits`.
     pub fn decode(logits: &Tensor, decoding: Decoding) -> Tensor {
         match decoding {

@@ -492,6 +492,10 @@ mod tests {
     use wmrl_core::fuse::SampleOut;
     use wmrl_core::seams::BatchSample;
 
+    /// libtorch's global generator is shared by every test thread: tests of
+    /// this module that seed it and draw from it take this lock.
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// Step diagnostics are not read by the learner; any valid value will do.
     fn diagnostics() -> StepDiagnostics {
         serde_json::from_value(serde_json::json!({
@@ -510,6 +514,7 @@ mod tests {
     /// positive first dimensions far more often, and the encoder is untouched.
     #[test]
     fn grpo_steps_raise_the_rewarded_actions_and_leave_the_encoder_alone() {
+        let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
         tch::manual_seed(0);
         let config = VlaConfig::load("tiny", &[]).unwrap();
         let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
@@ -615,6 +620,7 @@ mod tests {
     /// not under one that assumes T = 1.
     #[test]
     fn the_ratio_is_exact_at_the_sampling_temperature() {
+        let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
         tch::manual_seed(0);
         let config = VlaConfig::load("tiny", &[]).unwrap();
         let tokenizer = Tokenizer::from_instructions(["open the drawer"]);

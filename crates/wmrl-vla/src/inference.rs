@@ -117,7 +117,7 @@ impl VlaPolicy {
         let _guard = tch::no_grad_guard();
         let logits = self.logits(&agent, &wrist, &proprio, &ids);
         let tokens = ActionDistribution::decode(&logits, decoding);
-        let log_probs = ActionDistribution::new(&logits).log_prob(&tokens);
+        let log_probs = ActionDistribution::for_decoding(&logits, decoding).log_prob(&tokens);
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 
@@ -152,13 +152,13 @@ impl VlaPolicy {
         let uniforms = Tensor::from_slice(&uniforms)
             .view([inputs.len() as i64, action.chunk_len, action.action_dim])
             .to_device(self.device());
+        let dist = ActionDistribution::for_decoding(&logits, Decoding::Sample { temperature });
         let tokens = if temperature > 0.0 {
-            ActionDistribution::with_temperature(&logits, temperature)
-                .sample_with_uniforms(&uniforms)
+            dist.sample_with_uniforms(&uniforms)
         } else {
             logits.argmax(-1, false)
         };
-        let log_probs = ActionDistribution::new(&logits).log_prob(&tokens);
+        let log_probs = dist.log_prob(&tokens);
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 

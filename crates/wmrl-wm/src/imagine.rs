@@ -41,7 +41,7 @@ use wmrl_vla::inference::ActionChunk;
 use wmrl_vla::rollout::{
     AsVlaPolicy, ChunkInput, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter,
 };
-use wmrl_vla::{ActionDistribution, VlaPolicy};
+use wmrl_vla::{ActionDistribution, Decoding, VlaPolicy};
 
 use crate::model::LatentWorldModel;
 use crate::replay::ReplayBuffer;
@@ -353,13 +353,18 @@ impl VlaWorldModel {
             let uniforms = Tensor::from_slice(&uniforms)
                 .view([b, chunk_len, action_dim])
                 .to_device(logits.device());
+            let dist = ActionDistribution::for_decoding(
+                &logits,
+                Decoding::Sample {
+                    temperature: imagine.temperature,
+                },
+            );
             let tokens = if imagine.temperature > 0.0 {
-                ActionDistribution::with_temperature(&logits, imagine.temperature)
-                    .sample_with_uniforms(&uniforms)
+                dist.sample_with_uniforms(&uniforms)
             } else {
                 logits.argmax(-1, false)
             };
-            let log_probs = ActionDistribution::new(&logits).log_prob(&tokens);
+            let log_probs = dist.log_prob(&tokens);
             let actions = (tokens.to_kind(Kind::Float) + 0.5) * width + low;
             let actions = actions.view([b, per as i64]).to_device(device);
             (z, pn) = self.model.step(&z, &pn, &actions);

@@ -174,6 +174,46 @@ fn requests(prompts: &[TaskPrompt], seed: u64) -> Vec<EpisodeRequest<'_, TaskPro
         .collect()
 }
 
+/// At a sampling temperature T ≠ 1 the recorded log-probabilities are those
+/// of softmax(logits / T), the distribution the tokens were drawn from (the
+/// learner's ratio is exact only then).
+#[test]
+fn imagined_log_probs_are_those_of_the_sampling_temperature() {
+    let policy = tiny_policy(1);
+    let mut wm = tiny_world_model(
+        &policy,
+        &[
+            "imagine.success_threshold=1.0".into(),
+            "imagine.temperature=0.5".into(),
+        ],
+    );
+    let prompts = prompts();
+    let dreams = wm.imagine(&policy, &requests(&prompts, 10)).unwrap();
+    let dream = &dreams[0].rollout;
+    let _guard = tch::no_grad_guard();
+    let z = tch::Tensor::from_slice(&dream.inputs[2].latent).view([1, -1]);
+    let p = tch::Tensor::from_slice(&dream.inputs[2].proprio).view([1, -1]);
+    let instruction = policy.encode_instructions(&policy.tokenize(&["open the drawer"]));
+    let logits = policy.act(&z, &p, &instruction);
+    let tokens = tch::Tensor::from_slice(&dream.chunks[2].tokens).view([1, 8, 7]);
+    let at = |t: f64| {
+        wmrl_vla::ActionDistribution::with_temperature(&logits, t)
+            .log_prob(&tokens)
+            .double_value(&[0])
+    };
+    let recorded = f64::from(dream.chunks[2].log_prob);
+    assert!(
+        (at(0.5) - recorded).abs() < 1e-3,
+        "{} vs {recorded}",
+        at(0.5)
+    );
+    assert!(
+        (at(1.0) - recorded).abs() > 0.1,
+        "{} vs {recorded}",
+        at(1.0)
+    );
+}
+
 #[test]
 fn imagination_is_batched_reproducible_and_scored() {
     let policy = tiny_policy(1);
