@@ -17,7 +17,9 @@ pub struct ExecutorSettings {
     pub envs: usize,
     /// Control steps per episode (LIBERO-Long: 520).
     pub max_steps: usize,
-    /// Sampling temperature of training rollouts (evaluation is greedy).
+    /// Sampling temperature T of training rollouts, executed and imagined
+    /// (evaluation is greedy). The learner optimises softmax(logits / T), the
+    /// policy that sampled them, so its ratios are exact at any T.
     pub temperature: f64,
 }
 

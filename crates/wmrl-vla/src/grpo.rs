@@ -17,8 +17,11 @@
 //! sampled the rollouts: π(· | input) = softmax(logits / T) at the sampling
 //! temperature T ([`VlaLearner::with_sampling_temperature`], 1 by default),
 //! so ρ is an exact importance ratio whatever T the executor used. The observation encoder is frozen: the
-//! world model lives in its latent space. One call to `learn` is one
-//! optimiser step (gradients accumulated over minibatches of chunks).
+//! world model lives in its latent space. One call to `learn` takes
+//! `epochs` optimiser steps on the same batch, each over all its chunks
+//! (gradients accumulated over minibatches); from the second on, ρ differs
+//! from 1 and the clip bounds how far the batch moves the policy (PPO's
+//! reuse of a batch).
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -51,6 +54,9 @@ pub struct GrpoConfig {
     pub grad_clip: f64,
     /// Chunks per forward pass (gradients are accumulated).
     pub minibatch_chunks: usize,
+    /// Optimiser steps per batch (each over the whole batch, ratios against
+    /// the sampling policy, clipped).
+    pub epochs: usize,
 }
 
 impl Default for GrpoConfig {
@@ -63,6 +69,7 @@ impl Default for GrpoConfig {
             kl_coef: 0.0,
             grad_clip: 1.0,
             minibatch_chunks: 1024,
+            epochs: 1,
         }
     }
 }
@@ -93,6 +100,9 @@ impl GrpoConfig {
         }
         if !(self.grad_clip.is_finite() && self.grad_clip > 0.0) {
             return bad("grad_clip", "a finite number > 0", self.grad_clip);
+        }
+        if self.epochs == 0 {
+            return bad("epochs", "≥ 1", 0.0);
         }
         if self.minibatch_chunks == 0 {
             return bad("minibatch_chunks", "≥ 1", 0.0);
@@ -396,86 +406,89 @@ impl Policy<VlaAdapter> for VlaLearner {
         }
         let device = self.policy.device();
         let ids = self.policy.tokenize(&instructions);
-        self.optimizer.zero_grad();
-        let (mut surrogate, mut entropy, mut kl, mut clipped, mut moved) =
-            (0.0, 0.0, 0.0, 0.0, 0.0);
-        let mb = self.config.minibatch_chunks;
-        let eps = self.config.clip_eps;
-        for start in (0..n).step_by(mb) {
-            let end = (start + mb).min(n);
-            let m = (end - start) as i64;
-            let to = |v: &[f32], w: usize| {
-                Tensor::from_slice(&v[start * w..end * w])
-                    .view([m, w as i64])
-                    .to_device(device)
+        // Statistics are those of the last epoch.
+        for _epoch in 0..self.config.epochs {
+            self.optimizer.zero_grad();
+            let (mut surrogate, mut entropy, mut kl, mut clipped, mut moved) =
+                (0.0, 0.0, 0.0, 0.0, 0.0);
+            let mb = self.config.minibatch_chunks;
+            let eps = self.config.clip_eps;
+            for start in (0..n).step_by(mb) {
+                let end = (start + mb).min(n);
+                let m = (end - start) as i64;
+                let to = |v: &[f32], w: usize| {
+                    Tensor::from_slice(&v[start * w..end * w])
+                        .view([m, w as i64])
+                        .to_device(device)
+                };
+                let latent = to(&z, d);
+                let proprio = to(&pr, p);
+                let toks = Tensor::from_slice(&tokens[start * per..end * per])
+                    .view([m, c.action.chunk_len, c.action.action_dim])
+                    .to_device(device);
+                let rows = Tensor::from_slice(&instr_rows[start..end]).to_device(device);
+                let instruction = self.policy.encode_instructions(&ids).index_select(0, &rows);
+                let logits = self.policy.act(&latent, &proprio, &instruction) / self.temperature;
+                let dist = ActionDistribution::new(&logits);
+                let new_lp = dist.log_prob(&toks);
+                let old_lp = Tensor::from_slice(&old[start..end]).to_device(device);
+                let a = Tensor::from_slice(&adv[start..end]).to_device(device);
+                let w = Tensor::from_slice(&coef[start..end]).to_device(device);
+                let log_ratio = &new_lp - &old_lp;
+                let ratio = log_ratio.exp();
+                let unclipped = &ratio * &a;
+                let clipped_t = ratio.clamp(1.0 - eps, 1.0 + eps) * &a;
+                let surr = -unclipped.minimum(&clipped_t);
+                let ent = dist.entropy();
+                let mut loss = (&w * (&surr - self.config.entropy_coef * &ent)).sum(Kind::Float);
+                if let Some(reference) = &self.reference {
+                    let ref_logits = tch::no_grad(|| {
+                        reference.act(
+                            &latent,
+                            &proprio,
+                            &reference.encode_instructions(&ids).index_select(0, &rows),
+                        ) / self.temperature
+                    });
+                    let lp = logits.log_softmax(-1, Kind::Float);
+                    let lq = ref_logits.log_softmax(-1, Kind::Float);
+                    let kl_chunk = (lp.exp() * (&lp - lq))
+                        .sum_dim_intlist(-1, false, Kind::Float)
+                        .sum_dim_intlist([1, 2].as_slice(), false, Kind::Float);
+                    loss += (&w * &kl_chunk).sum(Kind::Float) * self.config.kl_coef;
+                    kl += kl_chunk.sum(Kind::Float).double_value(&[]);
+                }
+                let value = loss.double_value(&[]);
+                if !value.is_finite() {
+                    self.optimizer.zero_grad();
+                    tracing::warn!(step = batch.step, "GRPO minibatch dropped: non-finite loss");
+                    continue;
+                }
+                loss.backward();
+                surrogate += (&w * &surr).sum(Kind::Float).double_value(&[]);
+                entropy += ent.sum(Kind::Float).double_value(&[]);
+                clipped += ratio
+                    .gt(1.0 + eps)
+                    .logical_or(&ratio.lt(1.0 - eps))
+                    .sum(Kind::Float)
+                    .double_value(&[]);
+                moved += log_ratio.abs().sum(Kind::Float).double_value(&[]);
+            }
+            let grad_norm = self.optimizer.clip_grad_norm(self.config.grad_clip);
+            self.optimizer.step();
+            self.optimizer.zero_grad();
+            let nf = n as f64;
+            self.last = LearnStats {
+                chunks: n,
+                rollouts,
+                surrogate,
+                entropy: entropy / nf,
+                kl: kl / nf,
+                clip_fraction: clipped / nf,
+                mean_abs_log_ratio: moved / nf,
+                grad_norm,
             };
-            let latent = to(&z, d);
-            let proprio = to(&pr, p);
-            let toks = Tensor::from_slice(&tokens[start * per..end * per])
-                .view([m, c.action.chunk_len, c.action.action_dim])
-                .to_device(device);
-            let rows = Tensor::from_slice(&instr_rows[start..end]).to_device(device);
-            let instruction = self.policy.encode_instructions(&ids).index_select(0, &rows);
-            let logits = self.policy.act(&latent, &proprio, &instruction) / self.temperature;
-            let dist = ActionDistribution::new(&logits);
-            let new_lp = dist.log_prob(&toks);
-            let old_lp = Tensor::from_slice(&old[start..end]).to_device(device);
-            let a = Tensor::from_slice(&adv[start..end]).to_device(device);
-            let w = Tensor::from_slice(&coef[start..end]).to_device(device);
-            let log_ratio = &new_lp - &old_lp;
-            let ratio = log_ratio.exp();
-            let unclipped = &ratio * &a;
-            let clipped_t = ratio.clamp(1.0 - eps, 1.0 + eps) * &a;
-            let surr = -unclipped.minimum(&clipped_t);
-            let ent = dist.entropy();
-            let mut loss = (&w * (&surr - self.config.entropy_coef * &ent)).sum(Kind::Float);
-            if let Some(reference) = &self.reference {
-                let ref_logits = tch::no_grad(|| {
-                    reference.act(
-                        &latent,
-                        &proprio,
-                        &reference.encode_instructions(&ids).index_select(0, &rows),
-                    ) / self.temperature
-                });
-                let lp = logits.log_softmax(-1, Kind::Float);
-                let lq = ref_logits.log_softmax(-1, Kind::Float);
-                let kl_chunk = (lp.exp() * (&lp - lq))
-                    .sum_dim_intlist(-1, false, Kind::Float)
-                    .sum_dim_intlist([1, 2].as_slice(), false, Kind::Float);
-                loss += (&w * &kl_chunk).sum(Kind::Float) * self.config.kl_coef;
-                kl += kl_chunk.sum(Kind::Float).double_value(&[]);
-            }
-            let value = loss.double_value(&[]);
-            if !value.is_finite() {
-                self.optimizer.zero_grad();
-                tracing::warn!(step = batch.step, "GRPO minibatch dropped: non-finite loss");
-                continue;
-            }
-            loss.backward();
-            surrogate += (&w * &surr).sum(Kind::Float).double_value(&[]);
-            entropy += ent.sum(Kind::Float).double_value(&[]);
-            clipped += ratio
-                .gt(1.0 + eps)
-                .logical_or(&ratio.lt(1.0 - eps))
-                .sum(Kind::Float)
-                .double_value(&[]);
-            moved += log_ratio.abs().sum(Kind::Float).double_value(&[]);
         }
-        let grad_norm = self.optimizer.clip_grad_norm(self.config.grad_clip);
-        self.optimizer.step();
-        self.optimizer.zero_grad();
         self.steps += 1;
-        let nf = n as f64;
-        self.last = LearnStats {
-            chunks: n,
-            rollouts,
-            surrogate,
-            entropy: entropy / nf,
-            kl: kl / nf,
-            clip_fraction: clipped / nf,
-            mean_abs_log_ratio: moved / nf,
-            grad_norm,
-        };
         Ok(())
     }
 }
@@ -617,7 +630,8 @@ mod tests {
 
     /// Rollouts sampled at temperature T have ratio exactly 1 under a learner
     /// told T (the first step evaluates the policy that sampled them), and
-    /// not under one that assumes T = 1.
+    /// not under one that assumes T = 1; with several epochs per batch the
+    /// last one sees a moved policy.
     #[test]
     fn the_ratio_is_exact_at_the_sampling_temperature() {
         let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
@@ -652,8 +666,12 @@ mod tests {
                 })
                 .collect()
         };
-        let moved = |learner_temperature: f64| {
-            let mut learner = VlaLearner::new(policy.try_clone().unwrap(), GrpoConfig::default())
+        let moved = |learner_temperature: f64, epochs: usize| {
+            let config = GrpoConfig {
+                epochs,
+                ..Default::default()
+            };
+            let mut learner = VlaLearner::new(policy.try_clone().unwrap(), config)
                 .unwrap()
                 .with_sampling_temperature(learner_temperature)
                 .unwrap();
@@ -686,8 +704,14 @@ mod tests {
                 .unwrap();
             learner.last.mean_abs_log_ratio
         };
-        let exact = moved(temperature);
-        let assumed_one = moved(1.0);
+        let exact = moved(temperature, 1);
+        let assumed_one = moved(1.0, 1);
+        // Later epochs on the same batch see the policy their steps moved.
+        let third_epoch = moved(temperature, 3);
+        assert!(
+            third_epoch > 10.0 * exact.max(1e-7),
+            "{third_epoch} vs {exact}"
+        );
         assert!(
             exact < 1e-4,
             "|log ratio| at the sampling temperature: {exact}"
