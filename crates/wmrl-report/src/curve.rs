@@ -22,13 +22,17 @@ pub fn seed_mean(curves: &[Vec<(f64, f64)>]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The first `x` at which `curve` reaches `level`, linearly interpolated
-/// between the two evaluations around the crossing; the first point's `x`
-/// when it already reaches it; `None` when it never does. Scores within
-/// 1e-12 of the level count as reaching it (means of equal rates differ in
-/// the last bit).
+/// Whether `score` reaches `level`: scores within 1e-12 below it count (means
+/// of equal rates differ in the last bit).
+pub fn reaches(score: f64, level: f64) -> bool {
+    score >= level - 1e-12
+}
+
+/// The first `x` at which `curve` reaches `level` ([`reaches`]), linearly
+/// interpolated between the two evaluations around the crossing; the first
+/// point's `x` when it already reaches it; `None` when it never does.
 pub fn first_crossing(curve: &[(f64, f64)], level: f64) -> Option<f64> {
-    let reaches = |y: f64| y >= level - 1e-12;
+    let reaches = |y: f64| reaches(y, level);
     let first = curve.first()?;
     if reaches(first.1) {
         return Some(first.0);

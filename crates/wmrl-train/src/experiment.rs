@@ -175,7 +175,11 @@ impl ExperimentReport {
                 };
                 let reached = target.map_or(0, |t| {
                     runs.iter()
-                        .filter(|r| r.evaluations.iter().any(|e| e.success >= t - 1e-12))
+                        .filter(|r| {
+                            r.evaluations
+                                .iter()
+                                .any(|e| wmrl_report::curve::reaches(e.success, t))
+                        })
                         .count()
                 });
                 Some(ModeRow {

@@ -115,6 +115,25 @@ impl ActionDistribution {
         }
     }
 
+    /// Tokens chosen by `decoding` from `logits`, drawing each sampled token
+    /// with its given uniform (`[B, C, D]`), and their log-probabilities under
+    /// [`Self::for_decoding`]: what a reproducible rollout records.
+    pub fn decode_with_uniforms(
+        logits: &Tensor,
+        decoding: Decoding,
+        uniforms: &Tensor,
+    ) -> (Tensor, Tensor) {
+        let dist = Self::for_decoding(logits, decoding);
+        let tokens = match decoding {
+            Decoding::Sample { temperature } if temperature > 0.0 => {
+                dist.sample_with_uniforms(uniforms)
+            }
+            _ => logits.argmax(-1, false),
+        };
+        let log_probs = dist.log_prob(&tokens);
+        (tokens, log_probs)
+    }
+
     /// Tokens chosen by `decoding` from `logits`.
     pub fn decode(logits: &Tensor, decoding: Decoding) -> Tensor {
         match decoding {

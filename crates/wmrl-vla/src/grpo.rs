@@ -16,12 +16,12 @@
 //! computed only when β_KL > 0). The policy optimised is the one that
 //! sampled the rollouts: π(· | input) = softmax(logits / T) at the sampling
 //! temperature T ([`VlaLearner::with_sampling_temperature`], 1 by default),
-//! so ρ is an exact importance ratio whatever T the executor used. The observation encoder is frozen: the
-//! world model lives in its latent space. One call to `learn` takes
-//! `epochs` optimiser steps on the same batch, each over all its chunks
-//! (gradients accumulated over minibatches); from the second on, ρ differs
-//! from 1 and the clip bounds how far the batch moves the policy (PPO's
-//! reuse of a batch).
+//! so ρ is an exact importance ratio whatever T the executor used. The
+//! observation encoder is frozen: the world model lives in its latent space.
+//! One call to `learn` takes `epochs` optimiser steps on the same batch, each
+//! over all its chunks (gradients accumulated over minibatches); from the
+//! second on, ρ differs from 1 and the clip bounds how far the batch moves
+//! the policy (PPO's reuse of a batch).
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -406,13 +406,13 @@ impl Policy<VlaAdapter> for VlaLearner {
         }
         let device = self.policy.device();
         let ids = self.policy.tokenize(&instructions);
+        let mb = self.config.minibatch_chunks;
+        let eps = self.config.clip_eps;
         // Statistics are those of the last epoch.
         for _epoch in 0..self.config.epochs {
             self.optimizer.zero_grad();
             let (mut surrogate, mut entropy, mut kl, mut clipped, mut moved) =
                 (0.0, 0.0, 0.0, 0.0, 0.0);
-            let mb = self.config.minibatch_chunks;
-            let eps = self.config.clip_eps;
             for start in (0..n).step_by(mb) {
                 let end = (start + mb).min(n);
                 let m = (end - start) as i64;

@@ -152,13 +152,11 @@ impl VlaPolicy {
         let uniforms = Tensor::from_slice(&uniforms)
             .view([inputs.len() as i64, action.chunk_len, action.action_dim])
             .to_device(self.device());
-        let dist = ActionDistribution::for_decoding(&logits, Decoding::Sample { temperature });
-        let tokens = if temperature > 0.0 {
-            dist.sample_with_uniforms(&uniforms)
-        } else {
-            logits.argmax(-1, false)
-        };
-        let log_probs = dist.log_prob(&tokens);
+        let (tokens, log_probs) = ActionDistribution::decode_with_uniforms(
+            &logits,
+            Decoding::Sample { temperature },
+            &uniforms,
+        );
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 

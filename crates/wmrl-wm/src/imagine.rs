@@ -353,18 +353,13 @@ impl VlaWorldModel {
             let uniforms = Tensor::from_slice(&uniforms)
                 .view([b, chunk_len, action_dim])
                 .to_device(logits.device());
-            let dist = ActionDistribution::for_decoding(
+            let (tokens, log_probs) = ActionDistribution::decode_with_uniforms(
                 &logits,
                 Decoding::Sample {
                     temperature: imagine.temperature,
                 },
+                &uniforms,
             );
-            let tokens = if imagine.temperature > 0.0 {
-                dist.sample_with_uniforms(&uniforms)
-            } else {
-                logits.argmax(-1, false)
-            };
-            let log_probs = dist.log_prob(&tokens);
             let actions = (tokens.to_kind(Kind::Float) + 0.5) * width + low;
             let actions = actions.view([b, per as i64]).to_device(device);
             (z, pn) = self.model.step(&z, &pn, &actions);
