@@ -29,11 +29,9 @@ fn synthetic_demos(dir: &Path) {
     }
 }
 
-/// A `tiny` checkpoint after two behaviour-cloning steps on synthetic demos.
-fn tiny_checkpoint(dir: &Path) -> std::path::PathBuf {
-    let (demos, run_dir) = (dir.join("demos"), dir.join("run"));
-    synthetic_demos(&demos);
-    let sft = wmrl(&[
+/// `wmrl --device cpu sft --demos DEMOS --config tiny [EXTRA…] --out OUT`.
+fn tiny_sft(demos: &Path, out: &Path, extra: &[&str]) -> Output {
+    let head = [
         "--device",
         "cpu",
         "sft",
@@ -41,11 +39,15 @@ fn tiny_checkpoint(dir: &Path) -> std::path::PathBuf {
         demos.to_str().unwrap(),
         "--config",
         "tiny",
-        "--set",
-        "train.steps=2",
-        "--out",
-        run_dir.to_str().unwrap(),
-    ]);
+    ];
+    wmrl(&[&head[..], extra, &["--out", out.to_str().unwrap()]].concat())
+}
+
+/// A `tiny` checkpoint after two behaviour-cloning steps on synthetic demos.
+fn tiny_checkpoint(dir: &Path) -> std::path::PathBuf {
+    let (demos, run_dir) = (dir.join("demos"), dir.join("run"));
+    synthetic_demos(&demos);
+    let sft = tiny_sft(&demos, &run_dir, &["--set", "train.steps=2"]);
     assert!(sft.status.success(), "{}", text(&sft));
     run_dir
 }
@@ -115,17 +117,7 @@ fn corrupt_demonstration_is_named_and_stops_sft_and_check() {
     let bytes = std::fs::read(&victim).unwrap();
     std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
     let out = dir.path().join("run");
-    let run = wmrl(&[
-        "--device",
-        "cpu",
-        "sft",
-        "--demos",
-        demos.to_str().unwrap(),
-        "--config",
-        "tiny",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = tiny_sft(&demos, &out, &[]);
     assert!(!run.status.success());
     assert!(
         text(&run).contains("004.demo") && text(&run).contains("truncated"),
@@ -142,17 +134,7 @@ fn corrupt_demonstration_is_named_and_stops_sft_and_check() {
     );
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let run = wmrl(&[
-        "--device",
-        "cpu",
-        "sft",
-        "--demos",
-        empty.to_str().unwrap(),
-        "--config",
-        "tiny",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = tiny_sft(&empty, &out, &[]);
     assert!(!run.status.success());
     assert!(text(&run).contains("no demonstrations"), "{}", text(&run));
 }

@@ -340,6 +340,220 @@ impl ClosedLoopActor for VlaLearner {
     }
 }
 
+/// The chunks of a batch that carry a non-zero loss weight, flattened row by
+/// row (one row per chunk).
+#[derive(Default)]
+struct ChunkRows<'a> {
+    /// Encoded observations `[n · D]`.
+    latents: Vec<f32>,
+    /// Raw proprioception `[n · P]`.
+    proprios: Vec<f32>,
+    /// Action tokens `[n · chunk_len · action_dim]`.
+    tokens: Vec<i64>,
+    /// Log-probability of the tokens under the sampling policy.
+    old_log_probs: Vec<f32>,
+    /// The rollout's loss weight divided by its chunk count.
+    weights: Vec<f32>,
+    /// The rollout's advantage.
+    advantages: Vec<f32>,
+    /// Row of the chunk's instruction in `instructions`.
+    instruction_rows: Vec<i64>,
+    /// Distinct instructions of the batch.
+    instructions: Vec<&'a str>,
+    /// Rollouts that contributed chunks.
+    rollouts: usize,
+}
+
+impl ChunkRows<'_> {
+    fn len(&self) -> usize {
+        self.old_log_probs.len()
+    }
+}
+
+/// One minibatch of chunks as tensors on the policy's device: built once per
+/// batch and reused by every epoch.
+struct Minibatch {
+    latent: Tensor,
+    proprio: Tensor,
+    tokens: Tensor,
+    instruction_rows: Tensor,
+    old_log_prob: Tensor,
+    advantage: Tensor,
+    weight: Tensor,
+}
+
+/// Sums over one pass's minibatches (divided by the chunk count at the end).
+#[derive(Default)]
+struct EpochSums {
+    surrogate: f64,
+    entropy: f64,
+    kl: f64,
+    clipped: f64,
+    moved: f64,
+}
+
+impl VlaLearner {
+    /// Flattens the chunks of every rollout with a non-zero loss weight.
+    fn chunk_rows<'a>(&self, batch: &'a Batch<TaskPrompt, EpisodeRecord>) -> Result<ChunkRows<'a>> {
+        let c = self.policy.config();
+        let (d, p) = (c.latent_dim as usize, c.proprio_dim as usize);
+        let per = c.tokens_per_chunk() as usize;
+        let mut rows = ChunkRows::default();
+        for sample in &batch.samples {
+            let w = sample.signal.loss_weight;
+            let record = &sample.rollout;
+            if w == 0.0 || record.chunks.is_empty() {
+                continue;
+            }
+            let instruction = batch.prompts[sample.signal.group].instruction.as_str();
+            let row = match rows.instructions.iter().position(|s| *s == instruction) {
+                Some(i) => i,
+                None => {
+                    rows.instructions.push(instruction);
+                    rows.instructions.len() - 1
+                }
+            };
+            let (latents, proprios) = self.chunk_inputs(record)?;
+            let k = record.chunks.len();
+            if latents.len() != k * d || proprios.len() != k * p {
+                return Err(Error::mismatch(
+                    "chunk input sizes",
+                    k * (d + p),
+                    latents.len() + proprios.len(),
+                ));
+            }
+            for chunk in &record.chunks {
+                if chunk.tokens.len() != per {
+                    return Err(Error::mismatch("tokens per chunk", per, chunk.tokens.len()));
+                }
+                rows.tokens.extend_from_slice(&chunk.tokens);
+                rows.old_log_probs.push(chunk.log_prob);
+                rows.weights.push((w / k as f64) as f32);
+                rows.advantages.push(sample.signal.advantage as f32);
+                rows.instruction_rows.push(row as i64);
+            }
+            rows.latents.extend(latents);
+            rows.proprios.extend(proprios);
+            rows.rollouts += 1;
+        }
+        Ok(rows)
+    }
+
+    /// Cuts the rows into minibatches of `minibatch_chunks` chunks.
+    fn minibatches(&self, rows: &ChunkRows<'_>) -> Vec<Minibatch> {
+        let c = self.policy.config();
+        let (d, p) = (c.latent_dim, c.proprio_dim);
+        let per = c.tokens_per_chunk();
+        let device = self.policy.device();
+        let n = rows.len();
+        let size = self.config.minibatch_chunks;
+        (0..n)
+            .step_by(size)
+            .map(|start| {
+                let end = (start + size).min(n);
+                let m = (end - start) as i64;
+                let f32s = |v: &[f32], width: i64| {
+                    let w = width as usize;
+                    Tensor::from_slice(&v[start * w..end * w])
+                        .view([m, width])
+                        .to_device(device)
+                };
+                let column = |v: &[f32]| Tensor::from_slice(&v[start..end]).to_device(device);
+                Minibatch {
+                    latent: f32s(&rows.latents, d),
+                    proprio: f32s(&rows.proprios, p),
+                    tokens: Tensor::from_slice(
+                        &rows.tokens[start * per as usize..end * per as usize],
+                    )
+                    .view([m, c.action.chunk_len, c.action.action_dim])
+                    .to_device(device),
+                    instruction_rows: Tensor::from_slice(&rows.instruction_rows[start..end])
+                        .to_device(device),
+                    old_log_prob: column(&rows.old_log_probs),
+                    advantage: column(&rows.advantages),
+                    weight: column(&rows.weights),
+                }
+            })
+            .collect()
+    }
+
+    /// One optimiser step over every minibatch (gradients accumulated);
+    /// returns the pass's statistics. A minibatch whose loss is not finite is
+    /// dropped with a warning.
+    fn epoch(
+        &mut self,
+        minibatches: &[Minibatch],
+        ids: &Tensor,
+        chunks: usize,
+        step: u64,
+    ) -> LearnStats {
+        let eps = self.config.clip_eps;
+        let mut sums = EpochSums::default();
+        self.optimizer.zero_grad();
+        for mb in minibatches {
+            let instruction = self
+                .policy
+                .encode_instructions(ids)
+                .index_select(0, &mb.instruction_rows);
+            let logits = self.policy.act(&mb.latent, &mb.proprio, &instruction) / self.temperature;
+            let dist = ActionDistribution::new(&logits);
+            let log_ratio = dist.log_prob(&mb.tokens) - &mb.old_log_prob;
+            let ratio = log_ratio.exp();
+            let unclipped = &ratio * &mb.advantage;
+            let clipped = ratio.clamp(1.0 - eps, 1.0 + eps) * &mb.advantage;
+            let surrogate = -unclipped.minimum(&clipped);
+            let entropy = dist.entropy();
+            let mut loss =
+                (&mb.weight * (&surrogate - self.config.entropy_coef * &entropy)).sum(Kind::Float);
+            let mut kl = 0.0;
+            if let Some(reference) = &self.reference {
+                let reference_log_probs = tch::no_grad(|| {
+                    let instruction = reference
+                        .encode_instructions(ids)
+                        .index_select(0, &mb.instruction_rows);
+                    reference.act(&mb.latent, &mb.proprio, &instruction) / self.temperature
+                })
+                .log_softmax(-1, Kind::Float);
+                let lp = logits.log_softmax(-1, Kind::Float);
+                let kl_chunk = (lp.exp() * (&lp - reference_log_probs))
+                    .sum_dim_intlist(-1, false, Kind::Float)
+                    .sum_dim_intlist([1, 2].as_slice(), false, Kind::Float);
+                loss += (&mb.weight * &kl_chunk).sum(Kind::Float) * self.config.kl_coef;
+                kl = kl_chunk.sum(Kind::Float).double_value(&[]);
+            }
+            if !loss.double_value(&[]).is_finite() {
+                self.optimizer.zero_grad();
+                tracing::warn!(step, "GRPO minibatch dropped: non-finite loss");
+                continue;
+            }
+            loss.backward();
+            sums.kl += kl;
+            sums.surrogate += (&mb.weight * &surrogate).sum(Kind::Float).double_value(&[]);
+            sums.entropy += entropy.sum(Kind::Float).double_value(&[]);
+            sums.clipped += ratio
+                .gt(1.0 + eps)
+                .logical_or(&ratio.lt(1.0 - eps))
+                .sum(Kind::Float)
+                .double_value(&[]);
+            sums.moved += log_ratio.abs().sum(Kind::Float).double_value(&[]);
+        }
+        let grad_norm = self.optimizer.clip_grad_norm(self.config.grad_clip);
+        self.optimizer.step();
+        self.optimizer.zero_grad();
+        let n = chunks as f64;
+        LearnStats {
+            chunks,
+            rollouts: 0,
+            surrogate: sums.surrogate,
+            entropy: sums.entropy / n,
+            kl: sums.kl / n,
+            clip_fraction: sums.clipped / n,
+            mean_abs_log_ratio: sums.moved / n,
+            grad_norm,
+        }
+    }
+}
+
 impl Policy<VlaAdapter> for VlaLearner {
     type Error = Error;
 
@@ -350,142 +564,23 @@ impl Policy<VlaAdapter> for VlaLearner {
             rollouts = batch.samples.len()
         )
         .entered();
-        let c = self.policy.config().clone();
-        let (d, p) = (c.latent_dim as usize, c.proprio_dim as usize);
-        let per = c.tokens_per_chunk() as usize;
-        // Flatten every chunk with a non-zero coefficient.
-        let (mut z, mut pr, mut tokens, mut old, mut coef, mut adv, mut instr_rows) =
-            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-        let mut instructions: Vec<&str> = Vec::new();
-        let mut rollouts = 0;
-        for sample in &batch.samples {
-            let w = sample.signal.loss_weight;
-            let record = &sample.rollout;
-            if w == 0.0 || record.chunks.is_empty() {
-                continue;
-            }
-            let prompt = &batch.prompts[sample.signal.group];
-            let row = match instructions.iter().position(|s| *s == prompt.instruction) {
-                Some(i) => i,
-                None => {
-                    instructions.push(&prompt.instruction);
-                    instructions.len() - 1
-                }
-            };
-            let (lz, lp) = self.chunk_inputs(record)?;
-            if lz.len() != record.chunks.len() * d || lp.len() != record.chunks.len() * p {
-                return Err(Error::mismatch(
-                    "chunk input sizes",
-                    record.chunks.len() * (d + p),
-                    lz.len() + lp.len(),
-                ));
-            }
-            let k = record.chunks.len() as f64;
-            for chunk in &record.chunks {
-                if chunk.tokens.len() != per {
-                    return Err(Error::mismatch("tokens per chunk", per, chunk.tokens.len()));
-                }
-                tokens.extend_from_slice(&chunk.tokens);
-                old.push(chunk.log_prob);
-                coef.push((w / k) as f32);
-                adv.push(sample.signal.advantage as f32);
-                instr_rows.push(row as i64);
-            }
-            z.extend(lz);
-            pr.extend(lp);
-            rollouts += 1;
-        }
-        let n = old.len();
+        let rows = self.chunk_rows(&batch)?;
+        let chunks = rows.len();
         self.last = LearnStats {
-            chunks: n,
-            rollouts,
+            chunks,
+            rollouts: rows.rollouts,
             ..Default::default()
         };
-        if n == 0 {
+        if chunks == 0 {
             return Ok(());
         }
-        let device = self.policy.device();
-        let ids = self.policy.tokenize(&instructions);
-        let mb = self.config.minibatch_chunks;
-        let eps = self.config.clip_eps;
+        let ids = self.policy.tokenize(&rows.instructions);
+        let minibatches = self.minibatches(&rows);
         // Statistics are those of the last epoch.
-        for _epoch in 0..self.config.epochs {
-            self.optimizer.zero_grad();
-            let (mut surrogate, mut entropy, mut kl, mut clipped, mut moved) =
-                (0.0, 0.0, 0.0, 0.0, 0.0);
-            for start in (0..n).step_by(mb) {
-                let end = (start + mb).min(n);
-                let m = (end - start) as i64;
-                let to = |v: &[f32], w: usize| {
-                    Tensor::from_slice(&v[start * w..end * w])
-                        .view([m, w as i64])
-                        .to_device(device)
-                };
-                let latent = to(&z, d);
-                let proprio = to(&pr, p);
-                let toks = Tensor::from_slice(&tokens[start * per..end * per])
-                    .view([m, c.action.chunk_len, c.action.action_dim])
-                    .to_device(device);
-                let rows = Tensor::from_slice(&instr_rows[start..end]).to_device(device);
-                let instruction = self.policy.encode_instructions(&ids).index_select(0, &rows);
-                let logits = self.policy.act(&latent, &proprio, &instruction) / self.temperature;
-                let dist = ActionDistribution::new(&logits);
-                let new_lp = dist.log_prob(&toks);
-                let old_lp = Tensor::from_slice(&old[start..end]).to_device(device);
-                let a = Tensor::from_slice(&adv[start..end]).to_device(device);
-                let w = Tensor::from_slice(&coef[start..end]).to_device(device);
-                let log_ratio = &new_lp - &old_lp;
-                let ratio = log_ratio.exp();
-                let unclipped = &ratio * &a;
-                let clipped_t = ratio.clamp(1.0 - eps, 1.0 + eps) * &a;
-                let surr = -unclipped.minimum(&clipped_t);
-                let ent = dist.entropy();
-                let mut loss = (&w * (&surr - self.config.entropy_coef * &ent)).sum(Kind::Float);
-                if let Some(reference) = &self.reference {
-                    let ref_logits = tch::no_grad(|| {
-                        reference.act(
-                            &latent,
-                            &proprio,
-                            &reference.encode_instructions(&ids).index_select(0, &rows),
-                        ) / self.temperature
-                    });
-                    let lp = logits.log_softmax(-1, Kind::Float);
-                    let lq = ref_logits.log_softmax(-1, Kind::Float);
-                    let kl_chunk = (lp.exp() * (&lp - lq))
-                        .sum_dim_intlist(-1, false, Kind::Float)
-                        .sum_dim_intlist([1, 2].as_slice(), false, Kind::Float);
-                    loss += (&w * &kl_chunk).sum(Kind::Float) * self.config.kl_coef;
-                    kl += kl_chunk.sum(Kind::Float).double_value(&[]);
-                }
-                let value = loss.double_value(&[]);
-                if !value.is_finite() {
-                    self.optimizer.zero_grad();
-                    tracing::warn!(step = batch.step, "GRPO minibatch dropped: non-finite loss");
-                    continue;
-                }
-                loss.backward();
-                surrogate += (&w * &surr).sum(Kind::Float).double_value(&[]);
-                entropy += ent.sum(Kind::Float).double_value(&[]);
-                clipped += ratio
-                    .gt(1.0 + eps)
-                    .logical_or(&ratio.lt(1.0 - eps))
-                    .sum(Kind::Float)
-                    .double_value(&[]);
-                moved += log_ratio.abs().sum(Kind::Float).double_value(&[]);
-            }
-            let grad_norm = self.optimizer.clip_grad_norm(self.config.grad_clip);
-            self.optimizer.step();
-            self.optimizer.zero_grad();
-            let nf = n as f64;
+        for _ in 0..self.config.epochs {
             self.last = LearnStats {
-                chunks: n,
-                rollouts,
-                surrogate,
-                entropy: entropy / nf,
-                kl: kl / nf,
-                clip_fraction: clipped / nf,
-                mean_abs_log_ratio: moved / nf,
-                grad_norm,
+                rollouts: rows.rollouts,
+                ..self.epoch(&minibatches, &ids, chunks, batch.step)
             };
         }
         self.steps += 1;
