@@ -116,6 +116,12 @@ pub struct ExperimentArgs {
     /// Output folder (default: runs/research-experiment).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Override one training setting for every run, e.g. `--set
+    /// policy.entropy=0.01` (repeatable; keys of the research training
+    /// config: `policy.*`, `world_model.*`, `core.calibrator.*`, …). The
+    /// options above win over `--set` for the fields they name.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }

@@ -176,6 +176,20 @@ struct ModeResult {
     fewer_executions_than_real_95: Option<f64>,
 }
 
+/// The default research training config with `KEY=VALUE` overrides applied
+/// (unknown keys and ill-typed values are rejected, naming the key).
+fn config_with_overrides(overrides: &[String]) -> anyhow::Result<TrainConfig> {
+    let mut table = toml::Table::try_from(TrainConfig::default())
+        .context("serialising the default research config")?;
+    for set in overrides {
+        wmrl_vla::config::apply_override(&mut table, set)?;
+    }
+    let config: TrainConfig = table
+        .try_into()
+        .with_context(|| format!("research config overrides {}", overrides.join(" ")))?;
+    Ok(config)
+}
+
 pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {
     let rt = Arc::new(runtime()?);
     let tasks = ensure_suite(&rt, &args.suite, args.tasks_dir.as_deref(), &args.sandbox)?;
@@ -183,6 +197,7 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs/research-experiment"));
+    let base = config_with_overrides(&args.set)?;
     let mut runs: Vec<TrainSummary> = Vec::new();
     for &seed in &args.seeds {
         for &mode in &args.modes {
@@ -190,7 +205,7 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
                 steps: args.steps,
                 eval_samples: args.eval_samples,
                 eval_every: args.eval_every,
-                ..TrainConfig::default()
+                ..base.clone()
             };
             config.core.mode = mode;
             config.core.seed = seed;
@@ -344,4 +359,18 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     }
     println!("plot: {}", out.join("experiment.png").display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_with_overrides;
+
+    #[test]
+    fn overrides_apply_to_the_research_config_and_unknown_keys_are_named() {
+        let config = config_with_overrides(&["policy.entropy=0.01".into()]).unwrap();
+        assert_eq!(config.policy.entropy, 0.01);
+        assert_eq!(config.steps, super::TrainConfig::default().steps);
+        let error = config_with_overrides(&["policy.entropyy=0.01".into()]).unwrap_err();
+        assert!(format!("{error:#}").contains("entropyy"), "{error:#}");
+    }
 }
