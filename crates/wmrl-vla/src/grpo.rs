@@ -521,8 +521,9 @@ impl VlaLearner {
                 loss += (&mb.weight * &kl_chunk).sum(Kind::Float) * self.config.kl_coef;
                 kl = kl_chunk.sum(Kind::Float).double_value(&[]);
             }
+            // Checked before `backward`: dropping this minibatch leaves the
+            // gradients the earlier ones accumulated in place.
             if !loss.double_value(&[]).is_finite() {
-                self.optimizer.zero_grad();
                 tracing::warn!(step, "GRPO minibatch dropped: non-finite loss");
                 continue;
             }
