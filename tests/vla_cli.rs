@@ -195,6 +195,69 @@ fn eval_runs_a_checkpoint_in_the_simulator_and_writes_a_report_and_gif() {
 }
 
 #[test]
+fn takeover_collection_records_the_expert_from_the_policys_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = tiny_checkpoint(dir.path());
+    let out = dir.path().join("takeover");
+    let collect = |steps: &str| {
+        wmrl(&[
+            "--device",
+            "cpu",
+            "--json",
+            "demos",
+            "collect",
+            "--takeover",
+            run_dir.to_str().unwrap(),
+            "--takeover-steps",
+            steps,
+            "--tasks",
+            "5",
+            "--per-task",
+            "2",
+            "--image-size",
+            "32",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let bad = collect("30..10");
+    assert!(
+        !bad.status.success() && text(&bad).contains("MIN is larger than MAX"),
+        "{}",
+        text(&bad)
+    );
+    let run = collect("5..9");
+    assert!(run.status.success(), "{}", text(&run));
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let policy_steps = json["policy_steps"].as_u64().unwrap();
+    // The untrained policy cannot finish the task in 9 steps: both episodes
+    // are handed over, after 5 to 9 policy steps each.
+    assert_eq!(json["policy_finished"], 0, "{json}");
+    assert!((10..=18).contains(&policy_steps), "{json}");
+    let files = wmrl_vla::demos::dataset::episode_files(&out).unwrap();
+    assert_eq!(files.len(), 2);
+    for file in &files {
+        let episode = wmrl_vla::demos::format::read_episode(file).unwrap();
+        assert_eq!(episode.meta.source, "takeover");
+        assert!(
+            (5..=9).contains(&episode.meta.start_step),
+            "{:?}",
+            episode.meta
+        );
+        // The recording is the expert's part only: it ends at the step limit
+        // counted from reset, or earlier on success.
+        assert!(episode.meta.start_step + episode.steps() <= wmrl_sim::MAX_EPISODE_STEPS);
+        assert!(
+            episode.meta.success
+                || episode.meta.start_step + episode.steps() == wmrl_sim::MAX_EPISODE_STEPS
+        );
+        assert_eq!(episode.agent_view.len(), episode.steps() + 1);
+    }
+    let check = wmrl(&["demos", "check", out.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text(&check));
+}
+
+#[test]
 fn eval_runs_through_a_robot_daemon_over_zenoh() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = tiny_checkpoint(dir.path());

@@ -163,6 +163,10 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
                 seed: 1,
                 image_size: 128,
                 successes_only: false,
+                takeover: None,
+                takeover_steps: 20..=300,
+                execute_steps: 2,
+                temperature: 0.0,
                 out: demos.clone(),
             },
         )?;

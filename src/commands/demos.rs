@@ -50,6 +50,20 @@ pub struct CollectArgs {
     /// Do not write the episodes the expert failed.
     #[arg(long)]
     pub successes_only: bool,
+    /// Policy checkpoint to drive each episode first: the expert takes over
+    /// from the state the policy reached (DAgger-style recovery data) and
+    /// only its part is written.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub takeover: Option<PathBuf>,
+    /// With `--takeover`: the hand-over step is drawn uniformly from MIN..MAX (inclusive).
+    #[arg(long, value_name = "MIN..MAX", default_value = "20..300", value_parser = parse_step_range)]
+    pub takeover_steps: std::ops::RangeInclusive<usize>,
+    /// With `--takeover`: actions of each policy chunk executed before re-planning.
+    #[arg(long, default_value_t = 2)]
+    pub execute_steps: usize,
+    /// With `--takeover`: policy sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
     /// Output folder.
     #[arg(long)]
     pub out: PathBuf,
@@ -60,6 +74,19 @@ pub struct CollectArgs {
 pub struct CheckArgs {
     /// Demonstration folder.
     pub dir: PathBuf,
+}
+
+/// Parses `MIN..MAX` (both inclusive, MIN ≤ MAX).
+fn parse_step_range(text: &str) -> Result<std::ops::RangeInclusive<usize>, String> {
+    let expected = || format!("`{text}`: expected MIN..MAX, e.g. 20..300");
+    let (min, max) = text.split_once("..").ok_or_else(expected)?;
+    let max = max.strip_prefix('=').unwrap_or(max);
+    let min: usize = min.trim().parse().map_err(|_| expected())?;
+    let max: usize = max.trim().parse().map_err(|_| expected())?;
+    if min > max {
+        return Err(format!("`{text}`: MIN is larger than MAX"));
+    }
+    Ok(min..=max)
 }
 
 pub fn check_suite(suite: &str) -> anyhow::Result<()> {
@@ -101,14 +128,43 @@ pub(crate) fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let summary = sim::collect_demos(&options, &args.out, &|done, _| {
-        bar.set_position(done as u64)
-    })
-    .with_context(|| format!("collecting demonstrations into {}", args.out.display()))?;
+    let progress = |done: usize, _: usize| bar.set_position(done as u64);
+    let context = || format!("collecting demonstrations into {}", args.out.display());
+    let (summary, takeover) = match &args.takeover {
+        None => (
+            sim::collect_demos(&options, &args.out, &progress).with_context(context)?,
+            None,
+        ),
+        Some(checkpoint) => {
+            let device =
+                wmrl_tch::select_device(global.device).context("selecting the compute device")?;
+            let policy = wmrl_vla::checkpoint::load(checkpoint, device).with_context(|| {
+                format!("loading the policy checkpoint {}", checkpoint.display())
+            })?;
+            let takeover = sim::TakeoverOptions {
+                collect: options.clone(),
+                steps: args.takeover_steps.clone(),
+                execute_steps: args.execute_steps,
+                temperature: args.temperature,
+            };
+            let summary = sim::collect_takeover_demos(&policy, &takeover, &args.out, &progress)
+                .with_context(context)?;
+            (summary.collect.clone(), Some(summary))
+        }
+    };
     bar.finish_and_clear();
     if global.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        match &takeover {
+            Some(t) => println!("{}", serde_json::to_string_pretty(t)?),
+            None => println!("{}", serde_json::to_string_pretty(&summary)?),
+        }
     } else {
+        if let Some(t) = &takeover {
+            println!(
+                "the policy drove {} control steps; {} episodes ended before the hand-over (not written)",
+                t.policy_steps, t.policy_finished
+            );
+        }
         println!("task  episodes  expert successes  instruction");
         for t in &summary.tasks {
             println!(

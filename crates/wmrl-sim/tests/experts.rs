@@ -61,3 +61,40 @@ fn cream_cheese_and_butter_in_the_basket() {
 fn yellow_and_white_mug_in_the_microwave_and_door_shut() {
     solves(9, 3);
 }
+
+/// An expert taking over mid-episode skips the skills whose goal already
+/// holds: at the initial state it runs the whole plan, after the first
+/// object is in the basket only the second pick, after success nothing
+/// (a retreat first in every case).
+#[test]
+fn an_expert_resuming_mid_episode_skips_finished_skills() {
+    use wmrl_sim::expert::{Expert, Skill, plan_for_task};
+    let mut c = EnvConfig::default();
+    c.camera.enabled = false;
+    let mut env = SimEnv::new(c);
+    let plan = plan_for_task(7);
+    env.reset(7, 1).unwrap();
+    let at_start = Expert::resume(&env);
+    assert!(matches!(at_start.skills()[0], Skill::Retreat { .. }));
+    assert_eq!(&at_start.skills()[1..], &plan[..]);
+    let mut expert = Expert::new(&env);
+    let mut resumed_after_first = None;
+    loop {
+        let action = expert.act(&env);
+        if expert.progress().0 == 1 && resumed_after_first.is_none() {
+            resumed_after_first = Some(Expert::resume(&env));
+        }
+        let outcome = env.step(&action);
+        if outcome.done {
+            assert!(outcome.success, "expert fails task 7 state 1");
+            break;
+        }
+    }
+    let resumed = resumed_after_first.expect("the expert reached its second skill");
+    assert_eq!(&resumed.skills()[1..], &plan[1..]);
+    assert_eq!(
+        Expert::resume(&env).skills().len(),
+        1,
+        "only the retreat is left"
+    );
+}

@@ -138,6 +138,7 @@ impl Scene {
                 source: "synthetic".into(),
                 noise_std: 0.0,
                 seed: self.noise_seed,
+                start_step: 0,
             },
             agent_view: vec![agent; steps + 1],
             wrist_view: vec![wrist; steps + 1],

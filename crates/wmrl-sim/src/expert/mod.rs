@@ -14,6 +14,12 @@ use nalgebra::{Isometry3, Matrix3, Rotation3, UnitQuaternion, Vector3};
 
 use crate::api::Action;
 use crate::env::SimEnv;
+use crate::predicates;
+use crate::scene::Predicate;
+
+/// TCP height above the table an expert taking over rises to first (m): above
+/// the basket's rim with a can in the hand.
+const RESUME_CLEARANCE: f64 = 0.25;
 
 /// A scripted expert for one episode.
 #[derive(Debug, Clone)]
@@ -38,6 +44,23 @@ impl Expert {
         Expert::with_skills(plan_for_task(env.task_index()))
     }
 
+    /// An expert that takes over `env` mid-episode (from wherever a policy
+    /// left it): first a [`Skill::Retreat`] (open, rise clear of the objects),
+    /// then the task's plan without the skills whose goal predicates already
+    /// hold, so a placed object is not picked again.
+    pub fn resume(env: &SimEnv) -> Expert {
+        let pending = plan_for_task(env.task_index())
+            .into_iter()
+            .filter(|skill| !skill_done(skill, env));
+        Expert::with_skills(
+            std::iter::once(Skill::Retreat {
+                height: RESUME_CLEARANCE,
+            })
+            .chain(pending)
+            .collect(),
+        )
+    }
+
     /// An expert running the given skills in order.
     pub fn with_skills(skills: Vec<Skill>) -> Expert {
         Expert {
@@ -50,6 +73,11 @@ impl Expert {
             anchor: None,
             transit_z: f64::NEG_INFINITY,
         }
+    }
+
+    /// The skills this expert runs, in order.
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
     }
 
     /// Whether every skill has finished.
@@ -89,6 +117,26 @@ impl Expert {
         self.phase += 1;
         self.timer = 0;
     }
+}
+
+/// Whether the goal predicates a skill is responsible for all hold: for a
+/// pick-and-place, those whose first argument is the moved object; for an
+/// articulated fixture, those naming the fixture (or one of its regions).
+/// A skill no goal predicate mentions is never done.
+fn skill_done(skill: &Skill, env: &SimEnv) -> bool {
+    let concerns = |p: &Predicate| match (skill, p) {
+        (Skill::PickPlace { object, .. }, Predicate::On(a, _) | Predicate::In(a, _)) => a == object,
+        (
+            Skill::PushDrawer { fixture, .. }
+            | Skill::CloseDoor { fixture, .. }
+            | Skill::TurnKnob { fixture, .. },
+            Predicate::Open(x) | Predicate::Close(x) | Predicate::TurnOn(x) | Predicate::TurnOff(x),
+        ) => x.starts_with(fixture.as_str()),
+        _ => false,
+    };
+    let mut related = env.scene().goal.iter().filter(|p| concerns(p)).peekable();
+    related.peek().is_some()
+        && related.all(|p| predicates::evaluate(env.scene(), env.world(), p) == Some(true))
 }
 
 /// Gripper orientation pointing down (hand +z = world -z) with the fingers

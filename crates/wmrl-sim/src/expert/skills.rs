@@ -145,6 +145,14 @@ pub enum Skill {
         /// Door link name.
         link: String,
     },
+    /// Open the gripper and rise straight up until the TCP is `height` above
+    /// the table (at once if it already is): where an expert taking over
+    /// from a policy starts, so that its first approach does not sweep
+    /// through the objects the policy left the hand among.
+    Retreat {
+        /// TCP height above the table top (m).
+        height: f64,
+    },
     /// Grasp a knob's fin and turn it to `target` (rad).
     TurnKnob {
         /// Fixture.
@@ -273,7 +281,23 @@ fn waypoint(skill: &Skill, ex: &mut Expert, env: &SimEnv) -> Option<Waypoint> {
             link,
             target,
         } => turn_knob(ex, env, fixture, link, *target),
+        Skill::Retreat { height } => retreat(ex, env, *height),
     }
+}
+
+fn retreat(ex: &mut Expert, env: &SimEnv, height: f64) -> Option<Waypoint> {
+    let ee = env.ee_pose();
+    let top = env.world().table_top + height;
+    if ex.phase > 0 || (ex.anchor.is_none() && ee.translation.vector.z >= top) {
+        return None;
+    }
+    let start = *ex.anchor.get_or_insert(ee.translation.vector);
+    Some(
+        Waypoint::new(Vector3::new(start.x, start.y, top), ee.rotation, -1.0)
+            .speed(0.6)
+            .tol(0.02)
+            .timeout(40),
+    )
 }
 
 fn pick_place(

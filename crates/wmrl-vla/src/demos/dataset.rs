@@ -248,29 +248,37 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
 }
 
 fn build_split(episodes: &[(&Episode, i64)], options: &DatasetOptions) -> Result<Split> {
-    let parts: Vec<[Tensor; 5]> = episodes
-        .iter()
-        .map(|(e, _)| episode_tensors(e, options))
-        .collect::<Result<_>>()?;
-    let cat = |i: usize| {
-        Tensor::cat(
-            &parts
-                .iter()
-                .map(|p| p[i].shallow_clone())
-                .collect::<Vec<_>>(),
-            0,
-        )
-    };
+    // The frames, by far the largest part, are copied episode by episode into
+    // tensors allocated once, so that a split's frames exist twice at most
+    // (decoded episodes + split), not three times (+ per-episode tensors
+    // kept for a final concatenation).
+    let rows: i64 = episodes.iter().map(|(e, _)| e.steps() as i64).sum();
+    let side = options.image_size;
+    let frames = || Tensor::zeros([rows, 3, side, side], (Kind::Uint8, Device::Cpu));
+    let (agent_view, wrist_view) = (frames(), frames());
+    let mut small: [Vec<Tensor>; 3] = Default::default();
+    let mut offset = 0;
+    for (episode, _) in episodes {
+        let [agent, wrist, proprio, tokens, mask] = episode_tensors(episode, options)?;
+        let steps = agent.size()[0];
+        agent_view.narrow(0, offset, steps).copy_(&agent);
+        wrist_view.narrow(0, offset, steps).copy_(&wrist);
+        offset += steps;
+        for (list, tensor) in small.iter_mut().zip([proprio, tokens, mask]) {
+            list.push(tensor);
+        }
+    }
+    let cat = |i: usize| Tensor::cat(&small[i], 0);
     let task: Vec<i64> = episodes
         .iter()
         .flat_map(|(e, t)| std::iter::repeat_n(*t, e.steps()))
         .collect();
     Ok(Split {
-        agent_view: cat(0),
-        wrist_view: cat(1),
-        proprio: cat(2),
-        tokens: cat(3),
-        mask: cat(4),
+        agent_view,
+        wrist_view,
+        proprio: cat(0),
+        tokens: cat(1),
+        mask: cat(2),
         task: Tensor::from_slice(&task),
     })
 }

@@ -57,7 +57,7 @@ pub struct EpisodeMeta {
     pub state_index: usize,
     /// Whether the task's goal was reached.
     pub success: bool,
-    /// Who acted: `expert`, `policy`, or `synthetic`.
+    /// Who acted: `expert`, `takeover` (an expert from a policy's state), `policy`, or `synthetic`.
     pub source: String,
     /// Std of the Gaussian noise injected into the executed actions (0 = none).
     #[serde(default)]
@@ -65,6 +65,11 @@ pub struct EpisodeMeta {
     /// Seed of the episode's randomness.
     #[serde(default)]
     pub seed: u64,
+    /// Control step of the episode at which the recording starts: 0 from the
+    /// initial state; more when an expert took over from a policy's state
+    /// (`source: takeover`), the episode's step limit counting from reset.
+    #[serde(default)]
+    pub start_step: usize,
 }
 
 /// One section's place in the file.

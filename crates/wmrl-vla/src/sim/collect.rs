@@ -22,7 +22,7 @@ use rand_distr::{Distribution, Normal};
 use rayon::prelude::*;
 use serde::Serialize;
 use wmrl_sim::expert::Expert;
-use wmrl_sim::{ACTION_DIM, EnvConfig, NUM_INIT_STATES, PROPRIO_DIM, SimEnv};
+use wmrl_sim::{ACTION_DIM, EnvConfig, NUM_INIT_STATES, Observation, PROPRIO_DIM, SimEnv};
 
 use crate::demos::{Episode, EpisodeMeta, MANIFEST_FILE, Manifest, ManifestTask, write_episode};
 use crate::sim::{SUITE, suite_tasks};
@@ -74,7 +74,7 @@ pub struct CollectSummary {
 }
 
 /// Initial-state seed of block `block` (50 states each); never the evaluation seed.
-fn demo_init_seed(seed: u64, block: usize) -> u64 {
+pub(crate) fn demo_init_seed(seed: u64, block: usize) -> u64 {
     let s = wmrl_sim::INIT_SEED
         ^ 0xdead_beef_0000
         ^ seed.wrapping_mul(1000).wrapping_add(block as u64 + 1);
@@ -89,56 +89,95 @@ fn expert_episode(
     noise_std: f32,
     seed: u64,
 ) -> Result<(Episode, Option<String>)> {
-    let sim_err = |e: wmrl_sim::SimError| Error::Executor {
+    let observation = env.reset(task, state).map_err(|e| Error::Executor {
         message: format!("task {task} state {state}: {e}"),
+    })?;
+    let expert = Expert::new(env);
+    let recording = ExpertRecording {
+        source: "expert",
+        state_index: state,
+        noise_std,
+        seed,
     };
-    let mut observation = env.reset(task, state).map_err(sim_err)?;
-    let (task_name, instruction) = (env.task().name.clone(), env.task().instruction.clone());
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let noise = Normal::new(0.0f32, noise_std.max(0.0)).expect("finite std");
-    let mut expert = Expert::new(env);
-    let (mut agent, mut wrist, mut proprio) = (vec![], vec![], vec![]);
-    let (mut actions, mut labels) = (vec![], vec![]);
-    loop {
-        agent.push(observation.agent_view.clone());
-        wrist.push(observation.wrist_view.clone());
-        proprio.extend(observation.proprio.to_vec());
-        let label = expert.act(env);
-        let mut executed = label;
-        if noise_std > 0.0 {
-            for value in &mut executed[..6] {
-                *value = (*value + noise.sample(&mut rng)).clamp(-1.0, 1.0);
-            }
-        }
-        let outcome = env.step(&executed);
-        labels.extend_from_slice(&label);
-        actions.extend_from_slice(&executed);
-        observation = outcome.observation;
-        if outcome.done {
+    Ok(recording.run(env, observation, expert))
+}
+
+/// Provenance of an expert recording (the rest of [`EpisodeMeta`] comes from
+/// the environment).
+pub(crate) struct ExpertRecording {
+    /// `expert`, or `takeover` when the expert took over from a policy.
+    pub source: &'static str,
+    /// Initial state the environment was reset to.
+    pub state_index: usize,
+    /// Std of the noise added to the executed motion dimensions.
+    pub noise_std: f32,
+    /// Seed of that noise.
+    pub seed: u64,
+}
+
+impl ExpertRecording {
+    /// Lets `expert` act in `env` from `observation` (the environment's
+    /// current one) until the episode ends, executing its actions plus noise
+    /// and recording its clean actions as labels. The episode starts at the
+    /// environment's current step (`start_step`) and ends at its step limit.
+    pub(crate) fn run(
+        self,
+        env: &mut SimEnv,
+        mut observation: Observation,
+        mut expert: Expert,
+    ) -> (Episode, Option<String>) {
+        let start_step = env.steps();
+        let (task_index, task_name, instruction) = (
+            env.task_index(),
+            env.task().name.clone(),
+            env.task().instruction.clone(),
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let noise = Normal::new(0.0f32, self.noise_std.max(0.0)).expect("finite std");
+        let (mut agent, mut wrist, mut proprio) = (vec![], vec![], vec![]);
+        let (mut actions, mut labels) = (vec![], vec![]);
+        loop {
             agent.push(observation.agent_view.clone());
             wrist.push(observation.wrist_view.clone());
             proprio.extend(observation.proprio.to_vec());
-            let episode = Episode {
-                meta: EpisodeMeta {
-                    suite: SUITE.into(),
-                    task_index: task,
-                    task_name,
-                    instruction,
-                    state_index: state,
-                    success: outcome.success,
-                    source: "expert".into(),
-                    noise_std,
-                    seed,
-                },
-                agent_view: agent,
-                wrist_view: wrist,
-                proprio,
-                proprio_dim: PROPRIO_DIM,
-                actions,
-                labels,
-                action_dim: ACTION_DIM,
-            };
-            return Ok((episode, outcome.execution_error.map(|e| e.to_string())));
+            let label = expert.act(env);
+            let mut executed = label;
+            if self.noise_std > 0.0 {
+                for value in &mut executed[..6] {
+                    *value = (*value + noise.sample(&mut rng)).clamp(-1.0, 1.0);
+                }
+            }
+            let outcome = env.step(&executed);
+            labels.extend_from_slice(&label);
+            actions.extend_from_slice(&executed);
+            observation = outcome.observation;
+            if outcome.done {
+                agent.push(observation.agent_view.clone());
+                wrist.push(observation.wrist_view.clone());
+                proprio.extend(observation.proprio.to_vec());
+                let episode = Episode {
+                    meta: EpisodeMeta {
+                        suite: SUITE.into(),
+                        task_index,
+                        task_name,
+                        instruction,
+                        state_index: self.state_index,
+                        success: outcome.success,
+                        source: self.source.into(),
+                        noise_std: self.noise_std,
+                        seed: self.seed,
+                        start_step,
+                    },
+                    agent_view: agent,
+                    wrist_view: wrist,
+                    proprio,
+                    proprio_dim: PROPRIO_DIM,
+                    actions,
+                    labels,
+                    action_dim: ACTION_DIM,
+                };
+                return (episode, outcome.execution_error.map(|e| e.to_string()));
+            }
         }
     }
 }

@@ -3,9 +3,11 @@
 
 pub mod collect;
 pub mod executor;
+pub mod takeover;
 
 pub use collect::{CollectOptions, CollectSummary, collect_demos};
 pub use executor::{SimExecutor, SimExecutorOptions};
+pub use takeover::{TakeoverOptions, TakeoverSummary, collect_takeover_demos};
 
 /// The suite the simulator implements.
 pub const SUITE: &str = "libero-long";
