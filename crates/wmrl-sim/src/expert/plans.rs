@@ -1,6 +1,8 @@
 //! The skill sequence of each LIBERO-Long task.
 
-use super::skills::{Grasp, Place, Skill};
+use super::skills::{
+    CAREFUL_DESCENT_SPEED, DESCENT_SPEED, Grasp, Place, SLOW_DESCENT_SPEED, Skill,
+};
 
 fn region(name: &str, offset: [f64; 2], drop: f64, rim: f64) -> Place {
     Place::Region {
@@ -23,21 +25,25 @@ fn pick(object: &str, grasp: Grasp, place: Place) -> Skill {
 const CAN: Grasp = Grasp::Top {
     height: 0.04,
     yaw: None,
+    descent: SLOW_DESCENT_SPEED,
     careful: false,
 };
 const FLAT_BOX: Grasp = Grasp::Top {
     height: 0.011,
     yaw: Some(std::f64::consts::FRAC_PI_2),
+    descent: DESCENT_SPEED,
     careful: false,
 };
 const MUG: Grasp = Grasp::Top {
     height: 0.065,
     yaw: Some(0.0),
+    descent: DESCENT_SPEED,
     careful: false,
 };
 const MOKA: Grasp = Grasp::Top {
     height: 0.11,
     yaw: Some(0.0),
+    descent: CAREFUL_DESCENT_SPEED,
     careful: true,
 };
 const BASKET: &str = "basket_1_contain_region";
@@ -120,6 +126,7 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
             grasp: Grasp::Top {
                 height: 0.115,
                 yaw: Some(0.0),
+                descent: DESCENT_SPEED,
                 careful: false,
             },
             place: region("desk_caddy_1_back_contain_region", [0.0, 0.0], 0.012, 0.095),
@@ -138,6 +145,7 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
                 Grasp::Top {
                     height: 0.018,
                     yaw: Some(std::f64::consts::FRAC_PI_2),
+                    descent: DESCENT_SPEED,
                     careful: false,
                 },
                 region(
