@@ -81,6 +81,74 @@ pub(crate) fn demo_init_seed(seed: u64, block: usize) -> u64 {
     if s == wmrl_sim::INIT_SEED { s + 1 } else { s }
 }
 
+/// Seed of episode `k` of `task` (its noise, and a takeover's hand-over step).
+pub(crate) fn episode_seed(seed: u64, task: usize, k: usize) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9)
+        .wrapping_add((task * 100_000 + k) as u64)
+}
+
+/// Refuses to overwrite a collected folder and checks the task indices;
+/// returns `(task index, instruction)` of every suite task.
+pub(crate) fn check_collection(
+    options: &CollectOptions,
+    out_dir: &Path,
+) -> Result<Vec<(usize, String)>> {
+    if out_dir.join(MANIFEST_FILE).exists() {
+        return Err(Error::WouldOverwrite {
+            dir: out_dir.to_path_buf(),
+        });
+    }
+    let all = suite_tasks();
+    for &t in &options.tasks {
+        if !all.iter().any(|(i, _)| *i == t) {
+            return Err(Error::mismatch(
+                "task index",
+                format!("0..{}", all.len()),
+                t,
+            ));
+        }
+    }
+    Ok(all)
+}
+
+/// One expert recording's outcome, for the manifest counts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recorded {
+    pub task: usize,
+    pub success: bool,
+    pub steps: usize,
+    pub execution_error: bool,
+}
+
+/// The manifest's per-task counts of `recorded` (execution errors are never written).
+pub(crate) fn manifest_tasks(
+    options: &CollectOptions,
+    all: &[(usize, String)],
+    recorded: &[Recorded],
+) -> Vec<ManifestTask> {
+    options
+        .tasks
+        .iter()
+        .map(|&t| {
+            let mine: Vec<_> = recorded
+                .iter()
+                .filter(|r| r.task == t && !r.execution_error)
+                .collect();
+            let instruction = &all.iter().find(|(i, _)| *i == t).expect("checked").1;
+            ManifestTask {
+                task_index: t,
+                task_name: wmrl_sim::task(t).map(|s| s.name).unwrap_or_default(),
+                instruction: instruction.clone(),
+                episodes: mine
+                    .iter()
+                    .filter(|r| r.success || options.keep_failures)
+                    .count(),
+                successes: mine.iter().filter(|r| r.success).count(),
+            }
+        })
+        .collect()
+}
+
 /// Runs one expert episode with noise injection.
 fn expert_episode(
     env: &mut SimEnv,
@@ -191,21 +259,7 @@ pub fn collect_demos(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<CollectSummary> {
     let _span = tracing::info_span!("collect_demos", out = %out_dir.display()).entered();
-    if out_dir.join(MANIFEST_FILE).exists() {
-        return Err(Error::WouldOverwrite {
-            dir: out_dir.to_path_buf(),
-        });
-    }
-    let all = suite_tasks();
-    for &t in &options.tasks {
-        if !all.iter().any(|(i, _)| *i == t) {
-            return Err(Error::mismatch(
-                "task index",
-                format!("0..{}", all.len()),
-                t,
-            ));
-        }
-    }
+    let all = check_collection(options, out_dir)?;
     let started = Instant::now();
     // One job per (task, block of 50 initial states): each owns an environment.
     let jobs: Vec<(usize, usize)> = options
@@ -215,7 +269,7 @@ pub fn collect_demos(
         .collect();
     let total = options.tasks.len() * options.per_task;
     let done = AtomicUsize::new(0);
-    let results: Vec<Vec<(usize, bool, usize, bool)>> = jobs
+    let results: Vec<Vec<Recorded>> = jobs
         .par_iter()
         .map(|&(task, block)| {
             let mut config = options.env.clone();
@@ -225,7 +279,7 @@ pub fn collect_demos(
             let last = (first + NUM_INIT_STATES).min(options.per_task);
             (first..last)
                 .map(|k| {
-                    let seed = options.seed.wrapping_mul(0x9e37_79b9).wrapping_add((task * 100_000 + k) as u64);
+                    let seed = episode_seed(options.seed, task, k);
                     let (episode, error) = expert_episode(&mut env, task, k % NUM_INIT_STATES, options.noise_std, seed)?;
                     let (success, steps) = (episode.meta.success, episode.steps());
                     if let Some(reason) = &error {
@@ -234,33 +288,18 @@ pub fn collect_demos(
                         write_episode(&out_dir.join(format!("task{task:02}/ep{k:04}.demo")), &episode)?;
                     }
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                    Ok((task, success, steps, error.is_some()))
+                    Ok(Recorded { task, success, steps, execution_error: error.is_some() })
                 })
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<_>>()?;
     let flat: Vec<_> = results.into_iter().flatten().collect();
-    let tasks: Vec<ManifestTask> = options
-        .tasks
-        .iter()
-        .map(|&t| {
-            let mine: Vec<_> = flat.iter().filter(|r| r.0 == t && !r.3).collect();
-            let written = mine.iter().filter(|r| r.1 || options.keep_failures).count();
-            let spec = &all.iter().find(|(i, _)| *i == t).expect("checked").1;
-            ManifestTask {
-                task_index: t,
-                task_name: wmrl_sim::task(t).map(|s| s.name).unwrap_or_default(),
-                instruction: spec.clone(),
-                episodes: written,
-                successes: mine.iter().filter(|r| r.1).count(),
-            }
-        })
-        .collect();
+    let tasks = manifest_tasks(options, &all, &flat);
     let summary = CollectSummary {
         out_dir: out_dir.to_path_buf(),
         tasks: tasks.clone(),
-        execution_errors: flat.iter().filter(|r| r.3).count(),
-        env_steps: flat.iter().map(|r| r.2).sum(),
+        execution_errors: flat.iter().filter(|r| r.execution_error).count(),
+        env_steps: flat.iter().map(|r| r.steps).sum(),
         seconds: started.elapsed().as_secs_f64(),
     };
     let manifest = Manifest {

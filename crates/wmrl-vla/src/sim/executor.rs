@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
 use wmrl_sim::{ACTION_DIM, Action, EnvConfig, Observation, SimEnv};
 
-use crate::inference::PolicyInput;
+use crate::inference::{ActionChunk, PolicyInput};
 use crate::rollout::{ClosedLoopActor, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter};
 use crate::{Error, Result};
 
@@ -158,15 +158,8 @@ impl SimExecutor {
                 .collect();
             let mut rngs: Vec<ChaCha8Rng> =
                 active.iter().map(|(_, run, _)| run.rng.clone()).collect();
-            let chunks = policy.act(&inputs, self.options.temperature, &mut rngs)?;
+            let chunks = act_in_sim(policy, &inputs, self.options.temperature, &mut rngs)?;
             drop(inputs);
-            if chunks.first().is_some_and(|c| c.action_dim != ACTION_DIM) {
-                return Err(Error::mismatch(
-                    "policy action dimension",
-                    ACTION_DIM,
-                    chunks[0].action_dim,
-                ));
-            }
             for ((_, run, _), rng) in active.iter_mut().zip(rngs) {
                 run.rng = rng;
             }
@@ -223,6 +216,25 @@ impl SimExecutor {
             })
             .collect())
     }
+}
+
+/// One chunk per input from `policy`, checked to have the simulator's action
+/// dimension.
+pub(crate) fn act_in_sim<P: ClosedLoopActor + ?Sized>(
+    policy: &P,
+    inputs: &[PolicyInput<'_>],
+    temperature: f64,
+    rngs: &mut [ChaCha8Rng],
+) -> Result<Vec<ActionChunk>> {
+    let chunks = policy.act(inputs, temperature, rngs)?;
+    if chunks.first().is_some_and(|c| c.action_dim != ACTION_DIM) {
+        return Err(Error::mismatch(
+            "policy action dimension",
+            ACTION_DIM,
+            chunks[0].action_dim,
+        ));
+    }
+    Ok(chunks)
 }
 
 impl<P: ClosedLoopActor + ?Sized> AnchorExecutor<VlaAdapter, P> for SimExecutor {

@@ -28,13 +28,17 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 use wmrl_sim::expert::Expert;
-use wmrl_sim::{ACTION_DIM, Action, NUM_INIT_STATES, Observation, SimEnv};
+use wmrl_sim::{Action, NUM_INIT_STATES, Observation, SimEnv};
 
-use super::collect::{CollectOptions, CollectSummary, ExpertRecording, demo_init_seed};
-use crate::demos::{MANIFEST_FILE, Manifest, ManifestTask, write_episode};
+use super::collect::{
+    CollectOptions, CollectSummary, ExpertRecording, Recorded, check_collection, demo_init_seed,
+    episode_seed, manifest_tasks,
+};
+use super::executor::act_in_sim;
+use crate::demos::{MANIFEST_FILE, Manifest, write_episode};
 use crate::inference::PolicyInput;
 use crate::rollout::ClosedLoopActor;
-use crate::sim::{SUITE, suite_tasks};
+use crate::sim::SUITE;
 use crate::{Error, Result};
 
 /// What to collect and how the policy drives before the expert takes over.
@@ -95,11 +99,6 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
 ) -> Result<TakeoverSummary> {
     let _span = tracing::info_span!("collect_takeover_demos", out = %out_dir.display()).entered();
     let collect = &options.collect;
-    if out_dir.join(MANIFEST_FILE).exists() {
-        return Err(Error::WouldOverwrite {
-            dir: out_dir.to_path_buf(),
-        });
-    }
     if options.steps.is_empty() || *options.steps.end() >= collect.env.max_steps {
         return Err(Error::mismatch(
             "takeover steps",
@@ -107,22 +106,12 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
             format!("{:?}", options.steps),
         ));
     }
-    let all = suite_tasks();
-    for &t in &collect.tasks {
-        if !all.iter().any(|(i, _)| *i == t) {
-            return Err(Error::mismatch(
-                "task index",
-                format!("0..{}", all.len()),
-                t,
-            ));
-        }
-    }
+    let all = check_collection(collect, out_dir)?;
     let execute = options.execute_steps.clamp(1, policy.chunk_len());
     let started = Instant::now();
     let total = collect.tasks.len() * collect.per_task;
     let done = AtomicUsize::new(0);
-    // (task, success, steps, execution error) per written-or-failed expert part.
-    let mut results: Vec<(usize, bool, usize, bool)> = Vec::new();
+    let mut results: Vec<Recorded> = Vec::new();
     let (mut policy_finished, mut policy_steps) = (0, 0);
     for &task in &collect.tasks {
         let instruction = &all.iter().find(|(i, _)| *i == task).expect("checked").1;
@@ -139,11 +128,7 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
                     let observation = env.reset(task, state).map_err(|e| Error::Executor {
                         message: format!("task {task} state {state}: {e}"),
                     })?;
-                    let seed = collect
-                        .seed
-                        .wrapping_mul(0x9e37_79b9)
-                        .wrapping_add((task * 100_000 + k) as u64);
-                    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                    let mut rng = ChaCha8Rng::seed_from_u64(episode_seed(collect.seed, task, k));
                     let hand_over = rng.random_range(options.steps.clone());
                     Ok(Driving {
                         env,
@@ -156,7 +141,7 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
                 })
                 .collect::<Result<_>>()?;
             policy_steps += drive(policy, &mut driving, instruction, execute, options)?;
-            let block_results: Vec<(usize, bool, usize, bool)> = driving
+            let block_results: Vec<Recorded> = driving
                 .into_par_iter()
                 .enumerate()
                 .filter_map(|(i, d)| {
@@ -190,34 +175,25 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
                         Ok(())
                     };
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                    Some(written.map(|()| (task, success, steps, error.is_some())))
+                    Some(written.map(|()| Recorded {
+                        task,
+                        success,
+                        steps,
+                        execution_error: error.is_some(),
+                    }))
                 })
                 .collect::<Result<_>>()?;
             policy_finished += (last - first) - block_results.len();
             results.extend(block_results);
         }
     }
-    let tasks: Vec<ManifestTask> = collect
-        .tasks
-        .iter()
-        .map(|&t| {
-            let mine: Vec<_> = results.iter().filter(|r| r.0 == t && !r.3).collect();
-            let spec = &all.iter().find(|(i, _)| *i == t).expect("checked").1;
-            ManifestTask {
-                task_index: t,
-                task_name: wmrl_sim::task(t).map(|s| s.name).unwrap_or_default(),
-                instruction: spec.clone(),
-                episodes: mine.iter().filter(|r| r.1 || collect.keep_failures).count(),
-                successes: mine.iter().filter(|r| r.1).count(),
-            }
-        })
-        .collect();
+    let tasks = manifest_tasks(collect, &all, &results);
     let summary = TakeoverSummary {
         collect: CollectSummary {
             out_dir: out_dir.to_path_buf(),
             tasks: tasks.clone(),
-            execution_errors: results.iter().filter(|r| r.3).count(),
-            env_steps: policy_steps + results.iter().map(|r| r.2).sum::<usize>(),
+            execution_errors: results.iter().filter(|r| r.execution_error).count(),
+            env_steps: policy_steps + results.iter().map(|r| r.steps).sum::<usize>(),
             seconds: started.elapsed().as_secs_f64(),
         },
         policy_finished,
@@ -284,15 +260,8 @@ fn drive<P: ClosedLoopActor + ?Sized>(
             })
             .collect();
         let mut rngs: Vec<ChaCha8Rng> = active.iter().map(|d| d.rng.clone()).collect();
-        let chunks = policy.act(&inputs, options.temperature, &mut rngs)?;
+        let chunks = act_in_sim(policy, &inputs, options.temperature, &mut rngs)?;
         drop(inputs);
-        if chunks.first().is_some_and(|c| c.action_dim != ACTION_DIM) {
-            return Err(Error::mismatch(
-                "policy action dimension",
-                ACTION_DIM,
-                chunks[0].action_dim,
-            ));
-        }
         for (d, rng) in active.iter_mut().zip(rngs) {
             d.rng = rng;
         }
