@@ -28,6 +28,25 @@ fn episode_round_trips_bit_for_bit() {
     );
 }
 
+#[test]
+fn perturbed_steps_round_trip_and_must_lie_inside_the_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut episode = synthetic::episodes(1, 5, 24, 7).remove(0);
+    episode.meta.perturbed_steps = vec![1, 2];
+    let path = dir.path().join("a.demo");
+    write_episode(&path, &episode).unwrap();
+    assert_eq!(read_episode(&path).unwrap(), episode);
+    episode.meta.perturbed_steps = vec![1, 5];
+    let err = write_episode(&dir.path().join("b.demo"), &episode)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("perturbed step") && err.contains("below 5"),
+        "{err}"
+    );
+    assert!(!dir.path().join("b.demo").exists());
+}
+
 fn written(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("task0").join("000.demo");
     write_episode(&path, &synthetic::episodes(1, 6, 24, 3).remove(0)).unwrap();

@@ -44,6 +44,17 @@ pub struct CollectArgs {
     /// Seed of the noise and of the (non-evaluation) initial states.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Probability per step that a perturbation burst starts (0 = none): a
+    /// constant offset added to the executed translation for a few steps,
+    /// so the expert demonstrates recoveries (labels stay clean).
+    #[arg(long, default_value_t = 0.0)]
+    pub perturb_rate: f32,
+    /// Longest perturbation burst in control steps (each lasts 1..=N).
+    #[arg(long, default_value_t = 4)]
+    pub perturb_steps: usize,
+    /// Length of a burst's translation offset in action units (1 = 5 cm per step).
+    #[arg(long, default_value_t = 0.3)]
+    pub perturb_size: f32,
     /// Camera image side in pixels.
     #[arg(long, default_value_t = 128)]
     pub image_size: u32,
@@ -112,6 +123,11 @@ pub(crate) fn collect(global: &GlobalArgs, args: CollectArgs) -> anyhow::Result<
         per_task: args.per_task,
         noise_std: args.noise,
         seed: args.seed,
+        perturbations: sim::Perturbations {
+            rate: args.perturb_rate,
+            max_steps: args.perturb_steps,
+            size: args.perturb_size,
+        },
         keep_failures: !args.successes_only,
         ..Default::default()
     };

@@ -139,6 +139,7 @@ impl Scene {
                 noise_std: 0.0,
                 seed: self.noise_seed,
                 start_step: 0,
+                perturbed_steps: Vec::new(),
             },
             agent_view: vec![agent; steps + 1],
             wrist_view: vec![wrist; steps + 1],

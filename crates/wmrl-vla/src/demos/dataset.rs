@@ -9,7 +9,9 @@
 //! Frames are resized once, to the model's input size, and kept as `u8`. The
 //! target of observation `t` is the chunk of labels `a_t … a_{t+C-1}` as tokens
 //! (the demonstrator's intended actions); slots past the episode's end repeat the last
-//! label and are masked out of the loss.
+//! label and are masked out of the loss, and so are the slots after a
+//! perturbation burst (`perturbed_steps`: the labels from there on react to a
+//! push that observation `t` cannot foresee; slot 0 always counts).
 
 use std::path::{Path, PathBuf};
 
@@ -226,15 +228,31 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
         frames_tensor(&refs, options.image_size)
     };
     let (c, d) = (options.chunk_len, options.action_dim as i64);
+    let mut perturbed = vec![false; steps as usize];
+    for &s in &episode.meta.perturbed_steps {
+        if let Some(flag) = perturbed.get_mut(s) {
+            *flag = true;
+        }
+    }
     let mut tokens = Vec::with_capacity((steps * c * d) as usize);
     let mut mask = Vec::with_capacity((steps * c) as usize);
     for t in 0..steps {
+        // Slot k is the expert's plan only while no burst was executed in
+        // steps t..t+k: its later labels react to a push obs t cannot foresee.
+        let mut planned = true;
         for k in 0..c {
             let step = (t + k).min(steps - 1) as usize;
+            if k > 0 && t + k < steps && perturbed[step - 1] {
+                planned = false;
+            }
             let action =
                 &episode.labels[step * episode.action_dim..(step + 1) * episode.action_dim];
             tokens.extend(options.binning.encode_all(action));
-            mask.push(if t + k < steps { 1.0f32 } else { 0.0 });
+            mask.push(if t + k < steps && planned {
+                1.0f32
+            } else {
+                0.0
+            });
         }
     }
     let p = episode.proprio_dim as i64;
@@ -460,5 +478,31 @@ mod tests {
                 assert!(same(&a.tokens, &b.tokens) && same(&a.task, &b.task));
             }
         }
+    }
+
+    /// A target chunk counts up to the first perturbed step after its
+    /// observation; slots past the episode's end never count.
+    #[test]
+    fn target_slots_stop_at_the_first_perturbed_step() {
+        let mut episode = synthetic::episodes(1, 10, 8, 1).remove(0);
+        let steps = episode.steps() as i64;
+        let unperturbed = episode_tensors(&episode, &options(8)).unwrap()[4].shallow_clone();
+        episode.meta.perturbed_steps = vec![3, 4];
+        let mask = episode_tensors(&episode, &options(8)).unwrap()[4].shallow_clone();
+        let row = |t: i64| Vec::<f32>::try_from(mask.get(t)).unwrap();
+        // Chunk length 4: observation t's slot k needs steps t..t+k unperturbed.
+        assert_eq!(row(0), [1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(row(1), [1.0, 1.0, 1.0, 0.0]);
+        assert_eq!(row(2), [1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(row(3), [1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(row(4), [1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(row(5), [1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(row(steps - 2), [1.0, 1.0, 0.0, 0.0]);
+        let tail = Vec::<f32>::try_from(unperturbed.get(steps - 2)).unwrap();
+        assert_eq!(
+            tail,
+            [1.0, 1.0, 0.0, 0.0],
+            "past the end without bursts too"
+        );
     }
 }

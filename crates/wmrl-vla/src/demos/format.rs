@@ -70,6 +70,13 @@ pub struct EpisodeMeta {
     /// (`source: takeover`), the episode's step limit counting from reset.
     #[serde(default)]
     pub start_step: usize,
+    /// Steps (indices into `actions`, from the recording's start) at which a
+    /// perturbation burst was added to the executed action: a behaviour-cloning
+    /// target chunk of observation `t` is the expert's plan only up to the
+    /// first perturbed step after `t` (see `demos::dataset`). Empty when the
+    /// episode had no bursts (absent from the header then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub perturbed_steps: Vec<usize>,
 }
 
 /// One section's place in the file.
@@ -170,6 +177,13 @@ impl Episode {
                 "episode proprioception values",
                 frames * self.proprio_dim,
                 self.proprio.len(),
+            ));
+        }
+        if let Some(&step) = self.meta.perturbed_steps.iter().find(|&&s| s >= steps) {
+            return Err(Error::mismatch(
+                "episode perturbed step",
+                format!("a step index below {steps}"),
+                step,
             ));
         }
         let size = self.agent_view[0].dimensions();
@@ -318,6 +332,17 @@ pub fn decode_header(path: &Path, bytes: &[u8]) -> Result<(Header, usize)> {
     if names != SECTIONS {
         return Err(corrupt(format!(
             "sections {names:?}, expected {SECTIONS:?}"
+        )));
+    }
+    if let Some(&step) = header
+        .meta
+        .perturbed_steps
+        .iter()
+        .find(|&&s| s >= header.steps)
+    {
+        return Err(corrupt(format!(
+            "perturbed step {step} in the header, but the episode has {} steps",
+            header.steps
         )));
     }
     if header.frame_encoding != "png" {

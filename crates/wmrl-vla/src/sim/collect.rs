@@ -8,6 +8,16 @@
 //! demonstrations cover states slightly off its nominal path, which is where a
 //! cloned policy drifts to.
 //!
+//! Per-step noise must stay small: a target chunk's later labels are the
+//! expert's corrections of noise that its first observation cannot foresee.
+//! Larger perturbations come as **bursts** ([`Perturbations`]): now and then
+//! a constant offset is added to the executed translation for a few steps,
+//! pushing the hand a few centimetres off the expert's path, and the episode
+//! records which steps were perturbed (`perturbed_steps`). The expert's
+//! recovery from there is what a cloned policy needs after its own errors,
+//! and the dataset truncates each target chunk at the first perturbed step
+//! after its observation, so the targets stay the expert's plan.
+//!
 //! Demonstrations start from initial states generated with other seeds than
 //! the 50 fixed evaluation states (`demo_seed + block`, 50 states per block),
 //! so evaluation never replays a training start.
@@ -16,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use rayon::prelude::*;
@@ -39,6 +49,8 @@ pub struct CollectOptions {
     pub noise_std: f32,
     /// Seed of the noise and of the demonstration initial states (default: 1).
     pub seed: u64,
+    /// Perturbation bursts (default: none).
+    pub perturbations: Perturbations,
     /// Write episodes the expert failed too (flagged `success: false`) (default: true).
     pub keep_failures: bool,
     /// Environment settings (cameras, step limit).
@@ -52,9 +64,89 @@ impl Default for CollectOptions {
             per_task: 50,
             noise_std: 0.1,
             seed: 1,
+            perturbations: Perturbations::default(),
             keep_failures: true,
             env: EnvConfig::default(),
         }
+    }
+}
+
+/// Perturbation bursts: with probability `rate` at each unperturbed step a
+/// burst starts that lasts 1 to `max_steps` steps (uniform) and adds one
+/// constant offset, a uniformly random direction of length `size`, to the
+/// executed translation (in action units: 1 = 5 cm per step).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Perturbations {
+    /// Probability that a burst starts at a step (0 = no bursts).
+    pub rate: f32,
+    /// Longest burst, in control steps (at least 1).
+    pub max_steps: usize,
+    /// Length of the translation offset, in action units.
+    pub size: f32,
+}
+
+impl Default for Perturbations {
+    fn default() -> Self {
+        Self {
+            rate: 0.0,
+            max_steps: 4,
+            size: 0.3,
+        }
+    }
+}
+
+impl Perturbations {
+    /// Checks the ranges (rate in [0, 1], at least one step, finite size).
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.rate) {
+            return Err(Error::mismatch(
+                "perturbation rate",
+                "a probability in [0, 1]",
+                self.rate,
+            ));
+        }
+        if self.max_steps == 0 {
+            return Err(Error::mismatch(
+                "perturbation burst length",
+                "at least 1 step",
+                0,
+            ));
+        }
+        if !self.size.is_finite() || self.size < 0.0 {
+            return Err(Error::mismatch(
+                "perturbation size",
+                "a finite non-negative number",
+                self.size,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The burst in progress of one episode: its offset and the steps left.
+struct Burst {
+    offset: [f32; 3],
+    steps_left: usize,
+}
+
+impl Burst {
+    /// Starts a burst with `perturbations.rate`'s probability.
+    fn maybe_start(perturbations: &Perturbations, rng: &mut ChaCha8Rng) -> Option<Self> {
+        if perturbations.rate <= 0.0 || rng.random::<f32>() >= perturbations.rate {
+            return None;
+        }
+        let unit = Normal::new(0.0f32, 1.0).expect("unit normal");
+        let direction: [f32; 3] = std::array::from_fn(|_| unit.sample(rng));
+        let norm = direction
+            .iter()
+            .map(|v| v * v)
+            .sum::<f32>()
+            .sqrt()
+            .max(1e-6);
+        Some(Self {
+            offset: direction.map(|v| v / norm * perturbations.size),
+            steps_left: rng.random_range(1..=perturbations.max_steps),
+        })
     }
 }
 
@@ -93,6 +185,7 @@ pub(crate) fn check_collection(
     options: &CollectOptions,
     out_dir: &Path,
 ) -> Result<Vec<(usize, String)>> {
+    options.perturbations.validate()?;
     if out_dir.join(MANIFEST_FILE).exists() {
         return Err(Error::WouldOverwrite {
             dir: out_dir.to_path_buf(),
@@ -154,7 +247,7 @@ fn expert_episode(
     env: &mut SimEnv,
     task: usize,
     state: usize,
-    noise_std: f32,
+    options: &CollectOptions,
     seed: u64,
 ) -> Result<(Episode, Option<String>)> {
     let observation = env.reset(task, state).map_err(|e| Error::Executor {
@@ -164,8 +257,9 @@ fn expert_episode(
     let recording = ExpertRecording {
         source: "expert",
         state_index: state,
-        noise_std,
+        noise_std: options.noise_std,
         seed,
+        perturbations: options.perturbations,
     };
     Ok(recording.run(env, observation, expert))
 }
@@ -181,6 +275,8 @@ pub(crate) struct ExpertRecording {
     pub noise_std: f32,
     /// Seed of that noise.
     pub seed: u64,
+    /// Perturbation bursts (drawn from their own stream of `seed`).
+    pub perturbations: Perturbations,
 }
 
 impl ExpertRecording {
@@ -201,9 +297,13 @@ impl ExpertRecording {
             env.task().instruction.clone(),
         );
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        // A stream of its own, so that adding bursts leaves the noise unchanged.
+        let mut burst_rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x6275_7273_7473);
         let noise = Normal::new(0.0f32, self.noise_std.max(0.0)).expect("finite std");
         let (mut agent, mut wrist, mut proprio) = (vec![], vec![], vec![]);
         let (mut actions, mut labels) = (vec![], vec![]);
+        let mut burst: Option<Burst> = None;
+        let mut perturbed_steps = Vec::new();
         loop {
             agent.push(observation.agent_view.clone());
             wrist.push(observation.wrist_view.clone());
@@ -213,6 +313,19 @@ impl ExpertRecording {
             if self.noise_std > 0.0 {
                 for value in &mut executed[..6] {
                     *value = (*value + noise.sample(&mut rng)).clamp(-1.0, 1.0);
+                }
+            }
+            if burst.is_none() {
+                burst = Burst::maybe_start(&self.perturbations, &mut burst_rng);
+            }
+            if let Some(active) = &mut burst {
+                for (value, offset) in executed[..3].iter_mut().zip(active.offset) {
+                    *value = (*value + offset).clamp(-1.0, 1.0);
+                }
+                perturbed_steps.push(labels.len() / ACTION_DIM);
+                active.steps_left -= 1;
+                if active.steps_left == 0 {
+                    burst = None;
                 }
             }
             let outcome = env.step(&executed);
@@ -235,6 +348,7 @@ impl ExpertRecording {
                         noise_std: self.noise_std,
                         seed: self.seed,
                         start_step,
+                        perturbed_steps,
                     },
                     agent_view: agent,
                     wrist_view: wrist,
@@ -280,7 +394,7 @@ pub fn collect_demos(
             (first..last)
                 .map(|k| {
                     let seed = episode_seed(options.seed, task, k);
-                    let (episode, error) = expert_episode(&mut env, task, k % NUM_INIT_STATES, options.noise_std, seed)?;
+                    let (episode, error) = expert_episode(&mut env, task, k % NUM_INIT_STATES, options, seed)?;
                     let (success, steps) = (episode.meta.success, episode.steps());
                     if let Some(reason) = &error {
                         tracing::warn!(task, episode = k, %reason, "execution error; episode not written");
@@ -310,6 +424,11 @@ pub fn collect_demos(
             "source": "scripted expert",
             "per_task": options.per_task,
             "noise_std": options.noise_std,
+            "perturbations": {
+                "rate": options.perturbations.rate,
+                "max_steps": options.perturbations.max_steps,
+                "size": options.perturbations.size,
+            },
             "seed": options.seed,
             "keep_failures": options.keep_failures,
             "image_width": options.env.camera.width,
@@ -322,4 +441,69 @@ pub fn collect_demos(
     };
     manifest.write(&out_dir.join(MANIFEST_FILE))?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demos::dataset::episode_files;
+    use crate::demos::format::read_episode;
+
+    fn options(perturbations: Perturbations) -> CollectOptions {
+        let mut options = CollectOptions {
+            tasks: vec![5],
+            per_task: 1,
+            noise_std: 0.0,
+            seed: 4,
+            perturbations,
+            ..Default::default()
+        };
+        options.env.camera.width = 16;
+        options.env.camera.height = 16;
+        options
+    }
+
+    /// Bursts push the executed translation by their size at exactly the
+    /// recorded steps; every other step executes the label.
+    #[test]
+    fn bursts_offset_the_recorded_steps_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let perturbations = Perturbations {
+            rate: 0.05,
+            max_steps: 3,
+            size: 0.2,
+        };
+        collect_demos(&options(perturbations), dir.path(), &|_, _| {}).unwrap();
+        let files = episode_files(dir.path()).unwrap();
+        let episode = read_episode(&files[0]).unwrap();
+        let perturbed = &episode.meta.perturbed_steps;
+        assert!(perturbed.len() >= 3, "{perturbed:?}");
+        for t in 0..episode.steps() {
+            let at = t * ACTION_DIM;
+            let (executed, label) = (
+                &episode.actions[at..at + ACTION_DIM],
+                &episode.labels[at..at + ACTION_DIM],
+            );
+            assert_eq!(executed[3..], label[3..], "step {t}: rotation and gripper");
+            let push: f32 = (0..3)
+                .map(|i| (executed[i] - label[i]).powi(2))
+                .sum::<f32>()
+                .sqrt();
+            if perturbed.contains(&t) {
+                // Less only where the push was clamped at the action bound.
+                let clamped = (0..3).any(|i| executed[i].abs() == 1.0);
+                assert!((push - 0.2).abs() < 1e-4 || clamped, "step {t}: {push}");
+            } else {
+                assert_eq!(push, 0.0, "step {t} is not perturbed");
+            }
+        }
+        let bad = Perturbations {
+            rate: 1.5,
+            ..perturbations
+        };
+        let error = collect_demos(&options(bad), &dir.path().join("bad"), &|_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("perturbation rate"), "{error}");
+    }
 }

@@ -5,7 +5,7 @@ pub mod collect;
 pub mod executor;
 pub mod takeover;
 
-pub use collect::{CollectOptions, CollectSummary, collect_demos};
+pub use collect::{CollectOptions, CollectSummary, Perturbations, collect_demos};
 pub use executor::{SimExecutor, SimExecutorOptions};
 pub use takeover::{TakeoverOptions, TakeoverSummary, collect_takeover_demos};
 

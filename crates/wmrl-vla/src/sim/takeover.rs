@@ -162,6 +162,7 @@ pub fn collect_takeover_demos<P: ClosedLoopActor + ?Sized>(
                         state_index: state,
                         noise_std: collect.noise_std,
                         seed: rng.random(),
+                        perturbations: collect.perturbations,
                     };
                     let (episode, error) = recording.run(&mut env, observation, expert);
                     let k = first + i;
