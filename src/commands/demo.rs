@@ -153,6 +153,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         done,
     );
     if !done {
+        let no_bursts = wmrl_vla::sim::Perturbations::default();
         super::demos::collect(
             inner,
             super::demos::CollectArgs {
@@ -161,9 +162,9 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
                 tasks: vec![DEMO_TASK],
                 noise: 0.03,
                 seed: 1,
-                perturb_rate: 0.0,
-                perturb_steps: 4,
-                perturb_size: 0.3,
+                perturb_rate: no_bursts.rate,
+                perturb_steps: no_bursts.max_steps,
+                perturb_size: no_bursts.size,
                 image_size: 128,
                 successes_only: false,
                 takeover: None,

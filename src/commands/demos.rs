@@ -47,13 +47,13 @@ pub struct CollectArgs {
     /// Probability per step that a perturbation burst starts (0 = none): a
     /// constant offset added to the executed translation for a few steps,
     /// so the expert demonstrates recoveries (labels stay clean).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = sim::Perturbations::default().rate)]
     pub perturb_rate: f32,
     /// Longest perturbation burst in control steps (each lasts 1..=N).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = sim::Perturbations::default().max_steps)]
     pub perturb_steps: usize,
     /// Length of a burst's translation offset in action units (1 = 5 cm per step).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = sim::Perturbations::default().size)]
     pub perturb_size: f32,
     /// Camera image side in pixels.
     #[arg(long, default_value_t = 128)]

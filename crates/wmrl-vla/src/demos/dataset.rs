@@ -241,10 +241,10 @@ fn episode_tensors(episode: &Episode, options: &DatasetOptions) -> Result<[Tenso
         // steps t..t+k: its later labels react to a push obs t cannot foresee.
         let mut planned = true;
         for k in 0..c {
-            let step = (t + k).min(steps - 1) as usize;
-            if k > 0 && t + k < steps && perturbed[step - 1] {
+            if k > 0 && t + k < steps && perturbed[(t + k - 1) as usize] {
                 planned = false;
             }
+            let step = (t + k).min(steps - 1) as usize;
             let action =
                 &episode.labels[step * episode.action_dim..(step + 1) * episode.action_dim];
             tokens.extend(options.binning.encode_all(action));

@@ -79,6 +79,13 @@ pub struct EpisodeMeta {
     pub perturbed_steps: Vec<usize>,
 }
 
+impl EpisodeMeta {
+    /// The first perturbed step that does not lie in an episode of `steps` steps.
+    pub fn perturbed_step_outside(&self, steps: usize) -> Option<usize> {
+        self.perturbed_steps.iter().copied().find(|&s| s >= steps)
+    }
+}
+
 /// One section's place in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,7 +186,7 @@ impl Episode {
                 self.proprio.len(),
             ));
         }
-        if let Some(&step) = self.meta.perturbed_steps.iter().find(|&&s| s >= steps) {
+        if let Some(step) = self.meta.perturbed_step_outside(steps) {
             return Err(Error::mismatch(
                 "episode perturbed step",
                 format!("a step index below {steps}"),
@@ -334,12 +341,7 @@ pub fn decode_header(path: &Path, bytes: &[u8]) -> Result<(Header, usize)> {
             "sections {names:?}, expected {SECTIONS:?}"
         )));
     }
-    if let Some(&step) = header
-        .meta
-        .perturbed_steps
-        .iter()
-        .find(|&&s| s >= header.steps)
-    {
+    if let Some(step) = header.meta.perturbed_step_outside(header.steps) {
         return Err(corrupt(format!(
             "perturbed step {step} in the header, but the episode has {} steps",
             header.steps

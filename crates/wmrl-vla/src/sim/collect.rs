@@ -75,7 +75,7 @@ impl Default for CollectOptions {
 /// burst starts that lasts 1 to `max_steps` steps (uniform) and adds one
 /// constant offset, a uniformly random direction of length `size`, to the
 /// executed translation (in action units: 1 = 5 cm per step).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Perturbations {
     /// Probability that a burst starts at a step (0 = no bursts).
     pub rate: f32,
@@ -424,11 +424,7 @@ pub fn collect_demos(
             "source": "scripted expert",
             "per_task": options.per_task,
             "noise_std": options.noise_std,
-            "perturbations": {
-                "rate": options.perturbations.rate,
-                "max_steps": options.perturbations.max_steps,
-                "size": options.perturbations.size,
-            },
+            "perturbations": options.perturbations,
             "seed": options.seed,
             "keep_failures": options.keep_failures,
             "image_width": options.env.camera.width,
