@@ -34,6 +34,10 @@ pub struct Expert {
     memo: f64,
     /// Grasp point frozen when the fingers start closing (targets stop following the object).
     anchor: Option<Vector3<f64>>,
+    /// Where the hand stays while the fingers open (set when a release starts):
+    /// the object shifts as it is let go, and targets that followed it would
+    /// drag the opening fingers through it.
+    release_at: Option<Vector3<f64>>,
     /// Lowest TCP height for travelling between skills (above the last filled container's rim).
     transit_z: f64,
 }
@@ -71,6 +75,7 @@ impl Expert {
             yaw: None,
             memo: 0.0,
             anchor: None,
+            release_at: None,
             transit_z: f64::NEG_INFINITY,
         }
     }
@@ -108,6 +113,7 @@ impl Expert {
                     self.yaw = None;
                     self.memo = 0.0;
                     self.anchor = None;
+                    self.release_at = None;
                 }
             }
         }
@@ -116,6 +122,7 @@ impl Expert {
     pub(crate) fn next_phase(&mut self) {
         self.phase += 1;
         self.timer = 0;
+        self.release_at = None;
     }
 }
 
