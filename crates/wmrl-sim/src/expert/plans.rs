@@ -185,6 +185,8 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
         9 => vec![
             pick(
                 "white_yellow_mug_1",
+                // Tool centre 7 cm up the 9.5 cm mug: 13 of the 50 states,
+                // against 9 at 5 cm and 10 at 8 cm.
                 Grasp::Side {
                     height: 0.07,
                     dir: [0.0, 1.0],
