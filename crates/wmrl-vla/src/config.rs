@@ -234,6 +234,15 @@ pub struct TrainConfig {
     pub log_every: u64,
     /// Seed of initialisation, batch sampling and augmentation (default: 0).
     pub seed: u64,
+    /// Decay of an exponential moving average of the weights, updated after
+    /// every step; when positive, the checkpoint holds the averaged weights
+    /// and `raw/` beside it the last step's (default: 0 = off; 0.999 averages
+    /// over about the last thousand steps).
+    pub ema_decay: f64,
+    /// Width (in bins) of the Gaussian soft targets of the training loss
+    /// (see [`crate::sft::Learner`]); 0 = plain cross-entropy against the
+    /// expert's token (default: 0).
+    pub label_sigma_bins: f64,
 }
 
 impl Default for TrainConfig {
@@ -252,6 +261,8 @@ impl Default for TrainConfig {
             checkpoint_every: 1000,
             log_every: 10,
             seed: 0,
+            ema_decay: 0.0,
+            label_sigma_bins: 0.0,
         }
     }
 }
@@ -288,6 +299,18 @@ impl TrainConfig {
                 "`weight_decay` and `shift_pad` must not be negative; `grad_clip` must be positive"
                     .into(),
             );
+        }
+        if !(self.label_sigma_bins >= 0.0 && self.label_sigma_bins.is_finite()) {
+            return bad(format!(
+                "`label_sigma_bins` must be a non-negative number, got {}",
+                self.label_sigma_bins
+            ));
+        }
+        if !(0.0..1.0).contains(&self.ema_decay) {
+            return bad(format!(
+                "`ema_decay` must lie in [0, 1), got {}",
+                self.ema_decay
+            ));
         }
         if self.eval_every == 0 || self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("`eval_every`, `checkpoint_every` and `log_every` must be positive".into());

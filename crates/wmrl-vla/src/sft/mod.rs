@@ -7,5 +7,5 @@ pub mod learner;
 pub mod schedule;
 pub mod trainer;
 
-pub use learner::{EvalStats, Learner, StepStats, bc_loss};
+pub use learner::{EvalStats, Learner, StepStats, WeightAverage, bc_loss, soft_target_loss};
 pub use trainer::{Progress, SftSummary, dataset_options, train};

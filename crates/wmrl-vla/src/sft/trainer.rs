@@ -4,7 +4,9 @@
 //!
 //! Output folder: `config.json` + `model.safetensors` (the checkpoint),
 //! `run.json` (resolved config, data summary), `metrics.jsonl`, `loss.png`,
-//! `accuracy.png`.
+//! `accuracy.png`. With `ema_decay > 0` the checkpoint holds the moving
+//! average of the weights and `raw/` (a checkpoint folder too) the last
+//! step's; validation reports both.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -202,7 +204,11 @@ pub fn train(
             .as_ref()
             .filter(|_| (step + 1) % t.eval_every == 0 || done)
         {
-            let stats = learner.evaluate(val, MAX_VAL_FRAMES);
+            let stats = learner.evaluate(val, MAX_VAL_FRAMES, false);
+            let raw = learner
+                .average
+                .is_some()
+                .then(|| learner.evaluate(val, MAX_VAL_FRAMES, true));
             progress(Progress::Validation {
                 step: step + 1,
                 stats: &stats,
@@ -214,12 +220,20 @@ pub fn train(
             metrics.write(&serde_json::json!({
                 "step": step + 1, "val_loss": stats.loss, "val_accuracy": stats.accuracy,
                 "val_action_l1": stats.action_l1, "val_frames": stats.frames,
+                "val_loss_raw": raw.as_ref().map(|r| r.loss),
+                "val_action_l1_raw": raw.as_ref().map(|r| r.action_l1),
             }))?;
             curves.write(out_dir)?;
             last_val = Some(stats);
         }
         if (step + 1) % t.checkpoint_every == 0 || done {
-            checkpoint::save(&learner.policy, out_dir, info(step + 1, &last_val))?;
+            match &learner.average {
+                Some(average) => {
+                    checkpoint::save(&average.policy, out_dir, info(step + 1, &last_val))?;
+                    checkpoint::save(&learner.policy, &out_dir.join("raw"), info(step + 1, &None))?;
+                }
+                None => checkpoint::save(&learner.policy, out_dir, info(step + 1, &last_val))?,
+            }
             progress(Progress::Checkpoint(out_dir));
         }
     }
