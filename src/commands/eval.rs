@@ -40,6 +40,11 @@ pub struct EvalArgs {
     /// Sampling temperature; 0 decodes greedily.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Temporal ensembling as ACT does it: execute the weighted mean of every
+    /// overlapping chunk's prediction for a step, weights exp(-DECAY·i) from
+    /// the oldest (ACT uses 0.01). Pair with a small --execute-steps.
+    #[arg(long, value_name = "DECAY")]
+    pub temporal_ensemble: Option<f32>,
     /// Failure GIFs to write.
     #[arg(long, default_value_t = 3)]
     pub gifs: usize,
@@ -81,6 +86,7 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     let mut options = SimExecutorOptions {
         execute_steps: args.execute_steps,
         temperature: args.temperature,
+        temporal_ensemble: args.temporal_ensemble,
         record_every: if args.gifs > 0 { 4 } else { 0 },
         ..Default::default()
     };
@@ -113,6 +119,12 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
             )?
         }
         "zenoh" => {
+            if args.temporal_ensemble.is_some() {
+                anyhow::bail!(
+                    "--temporal-ensemble is implemented for `--executor sim` only; \
+                     the zenoh robots execute the chunks they are sent"
+                );
+            }
             let session = args.zenoh.net()?.open()?;
             let mut pool = ZenohExecutorPool::new(
                 session,
@@ -142,6 +154,8 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         "states_per_task": states,
         "max_steps": args.max_steps,
         "temperature": args.temperature,
+        "execute_steps": args.execute_steps,
+        "temporal_ensemble": args.temporal_ensemble,
         "envs": args.envs,
         "executor": executor_name,
         "report": report,

@@ -13,6 +13,7 @@
 //! - [`demos`]: the `.demo` episode format (checksummed) and dataset loading.
 //! - [`grpo`]: the learner: clipped-surrogate GRPO on action tokens (encoder frozen).
 //! - [`eval`]: per-task success through any anchor executor, failure GIFs.
+//! - [`ensemble`]: ACT-style temporal ensembling of overlapping action chunks.
 //! - [`rollout`]: the VLA domain for the core (prompts, episodes, closed-loop actor).
 //! - [`sft`]: behaviour cloning (AdamW, warm-up + cosine, clipping, random shifts).
 //! - `sim` (feature `sim`): the simulator as anchor executor and demonstration source.
@@ -26,6 +27,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod demos;
 pub mod distribution;
+pub mod ensemble;
 mod error;
 pub mod eval;
 pub mod grpo;

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
 use wmrl_sim::{ACTION_DIM, Action, EnvConfig, Observation, SimEnv};
 
+use crate::ensemble::TemporalEnsemble;
 use crate::inference::{ActionChunk, PolicyInput};
 use crate::rollout::{ClosedLoopActor, EpisodeRecord, RecordedObservation, TaskPrompt, VlaAdapter};
 use crate::{Error, Result};
@@ -28,6 +29,10 @@ pub struct SimExecutorOptions {
     pub execute_steps: Option<usize>,
     /// Sampling temperature; 0 = greedy decoding (default: 0).
     pub temperature: f64,
+    /// Temporal ensembling (evaluation only): execute the weighted mean of
+    /// every chunk's prediction for a step, weights `exp(-decay · i)` from
+    /// the oldest (see [`crate::ensemble`]). `None` executes the newest chunk.
+    pub temporal_ensemble: Option<f32>,
     /// Record every n-th agent-view frame (0 = none, default).
     pub record_every: usize,
     /// Record the observation at every chunk boundary in
@@ -41,6 +46,7 @@ impl Default for SimExecutorOptions {
             env: EnvConfig::default(),
             execute_steps: None,
             temperature: 0.0,
+            temporal_ensemble: None,
             record_every: 0,
             record_observations: false,
         }
@@ -68,6 +74,7 @@ struct Running {
     proprio: Vec<f32>,
     record: EpisodeRecord,
     rng: ChaCha8Rng,
+    ensemble: Option<TemporalEnsemble>,
     done: bool,
     error: Option<String>,
 }
@@ -95,6 +102,7 @@ impl SimExecutor {
     ) -> Result<Vec<Execution<EpisodeRecord>>> {
         let record_every = self.options.record_every;
         let record_observations = self.options.record_observations;
+        let temporal_ensemble = self.options.temporal_ensemble;
         let execute = self
             .options
             .execute_steps
@@ -129,6 +137,7 @@ impl SimExecutor {
                     observation,
                     record,
                     rng: ChaCha8Rng::seed_from_u64(request.seed),
+                    ensemble: temporal_ensemble.map(TemporalEnsemble::new),
                     done: false,
                     error: None,
                 })
@@ -167,9 +176,17 @@ impl SimExecutor {
                 .par_iter_mut()
                 .zip(chunks.into_par_iter())
                 .for_each(|((env, run, _), chunk)| {
+                    if let Some(ensemble) = run.ensemble.as_mut() {
+                        ensemble.push(run.record.steps, chunk.clone());
+                    }
                     for step in 0..execute {
-                        let action: Action = chunk
-                            .action(step)
+                        let ensembled = run
+                            .ensemble
+                            .as_mut()
+                            .and_then(|e| e.action(run.record.steps));
+                        let action: Action = ensembled
+                            .as_deref()
+                            .unwrap_or_else(|| chunk.action(step))
                             .try_into()
                             .expect("checked action dimension");
                         let outcome = env.step(&action);
