@@ -246,6 +246,19 @@ fn experts(
                 r.mean_success_steps
             );
         }
+        let failed: Vec<&EpisodeSummary> = episodes.iter().filter(|e| !e.success).collect();
+        if !failed.is_empty() {
+            println!(
+                "failed states (goals not met at the end; trace one with WMRL_EXPERT_TRACE=1):"
+            );
+        }
+        for e in failed {
+            let why = match &e.execution_error {
+                Some(err) => format!("execution error: {err}"),
+                None => e.unmet_goals.join(", "),
+            };
+            println!("  task {} state {:>2}: {why}", e.task, e.init_state);
+        }
     }
     Ok(())
 }

@@ -250,6 +250,8 @@ fn ensure_venv(repo: &Path, venv: &Path) -> Result<(), Error> {
     let status = Command::new(&python)
         .args(["-m", "pip", "install", "--disable-pip-version-check", "-r"])
         .arg(&requirements)
+        // pip's progress goes to stderr: `eval "$(cargo xtask env)"` reads stdout.
+        .stdout(std::io::stderr())
         .status()
         .map_err(|err| Error::PipFailed {
             venv: venv.to_path_buf(),

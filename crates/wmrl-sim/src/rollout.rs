@@ -9,6 +9,7 @@ use crate::api::Observation;
 use crate::env::{EnvConfig, SimEnv};
 use crate::error::Result;
 use crate::expert::Expert;
+use crate::predicates;
 
 /// The result of one expert episode.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,6 +24,8 @@ pub struct EpisodeSummary {
     pub steps: usize,
     /// Set when the simulation became unstable.
     pub execution_error: Option<String>,
+    /// The goal predicates that did not hold at the end (empty on success).
+    pub unmet_goals: Vec<String>,
 }
 
 /// Runs the task's expert from initial state `k`; `on_step` sees every observation.
@@ -100,12 +103,20 @@ pub fn run_expert(
         let out = env.step(&action);
         on_step(&out.observation);
         if out.done {
+            let unmet_goals = env
+                .scene()
+                .goal
+                .iter()
+                .filter(|p| predicates::evaluate(env.scene(), env.world(), p) != Some(true))
+                .map(|p| p.to_string())
+                .collect();
             return Ok(EpisodeSummary {
                 task,
                 init_state: k,
                 success: out.success,
                 steps: env.steps(),
                 execution_error: out.execution_error.map(|e| e.to_string()),
+                unmet_goals,
             });
         }
     }
