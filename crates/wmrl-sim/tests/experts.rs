@@ -15,6 +15,27 @@ fn solves(task: usize, state: usize) {
         "expert fails task {task} state {state}: {summary:?}"
     );
     assert!(summary.steps <= wmrl_sim::MAX_EPISODE_STEPS);
+    assert!(summary.unmet_goals.is_empty(), "{summary:?}");
+}
+
+/// An episode cut short reports every goal predicate it did not reach,
+/// named as in the scene file.
+#[test]
+fn an_unfinished_episode_names_its_unmet_goals() {
+    let mut c = EnvConfig::default();
+    c.camera.enabled = false;
+    c.max_steps = 5;
+    let mut env = SimEnv::new(c);
+    let summary = run_expert(&mut env, 1, 12, |_| {}).unwrap();
+    assert!(!summary.success);
+    assert_eq!(summary.steps, 5);
+    assert_eq!(
+        summary.unmet_goals,
+        [
+            "In cream_cheese_1 basket_1_contain_region",
+            "In butter_1 basket_1_contain_region"
+        ]
+    );
 }
 
 #[test]
