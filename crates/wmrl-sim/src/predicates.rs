@@ -191,10 +191,18 @@ pub fn evaluate(scene: &Scene, world: &SimWorld, p: &Predicate) -> Option<bool> 
     }
 }
 
-/// Whether every goal predicate holds.
-pub fn goal_reached(scene: &Scene, world: &SimWorld) -> bool {
+/// The goal predicates that do not hold (or cannot be evaluated), in scene order.
+pub fn unmet_goals<'a>(
+    scene: &'a Scene,
+    world: &'a SimWorld,
+) -> impl Iterator<Item = &'a Predicate> + 'a {
     scene
         .goal
         .iter()
-        .all(|p| evaluate(scene, world, p) == Some(true))
+        .filter(move |p| evaluate(scene, world, p) != Some(true))
+}
+
+/// Whether every goal predicate holds.
+pub fn goal_reached(scene: &Scene, world: &SimWorld) -> bool {
+    unmet_goals(scene, world).next().is_none()
 }

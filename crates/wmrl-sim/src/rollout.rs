@@ -103,11 +103,7 @@ pub fn run_expert(
         let out = env.step(&action);
         on_step(&out.observation);
         if out.done {
-            let unmet_goals = env
-                .scene()
-                .goal
-                .iter()
-                .filter(|p| predicates::evaluate(env.scene(), env.world(), p) != Some(true))
+            let unmet_goals = predicates::unmet_goals(env.scene(), env.world())
                 .map(|p| p.to_string())
                 .collect();
             return Ok(EpisodeSummary {
