@@ -22,6 +22,14 @@
 //! over all its chunks (gradients accumulated over minibatches); from the
 //! second on, ρ differs from 1 and the clip bounds how far the batch moves
 //! the policy (PPO's reuse of a batch).
+//!
+//! With [`RatioKind::TokenMean`] the ratio clipped is the chunk's ratio
+//! normalised by its K tokens, ρ_c^(1/K) (the geometric mean of the token
+//! ratios, GSPO's sequence ratio: Zheng et al. 2025, "Group Sequence Policy
+//! Optimization"). The exact chunk ratio is a product of K = chunk_len ×
+//! action_dim factors (56 for 8 × 7), so after one step on a batch most
+//! chunks leave [1−ε, 1+ε] and further epochs learn from few of them; the
+//! normalised ratio moves like one token's and ε keeps its per-token meaning.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -57,6 +65,31 @@ pub struct GrpoConfig {
     /// Optimiser steps per batch (each over the whole batch, ratios against
     /// the sampling policy, clipped).
     pub epochs: usize,
+    /// Which ratio is clipped: `chunk` (the exact chunk ratio, default) or
+    /// `token-mean` (its K-th root over the chunk's K tokens, GSPO).
+    pub ratio: RatioKind,
+}
+
+/// The probability ratio the clipped surrogate uses for a chunk of K tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RatioKind {
+    /// ρ = π(tokens) / π_old(tokens), the product of the K token ratios.
+    #[default]
+    Chunk,
+    /// ρ^(1/K): the geometric mean of the token ratios (GSPO).
+    TokenMean,
+}
+
+impl RatioKind {
+    /// The log of the clipped ratio, from the chunks' exact log-ratios over
+    /// `tokens_per_chunk` tokens each.
+    pub fn log_ratio(self, chunk_log_ratio: &Tensor, tokens_per_chunk: i64) -> Tensor {
+        match self {
+            RatioKind::Chunk => chunk_log_ratio.shallow_clone(),
+            RatioKind::TokenMean => chunk_log_ratio / tokens_per_chunk.max(1) as f64,
+        }
+    }
 }
 
 impl Default for GrpoConfig {
@@ -70,6 +103,7 @@ impl Default for GrpoConfig {
             grad_clip: 1.0,
             minibatch_chunks: 1024,
             epochs: 1,
+            ratio: RatioKind::Chunk,
         }
     }
 }
@@ -124,9 +158,9 @@ pub struct LearnStats {
     pub entropy: f64,
     /// Mean KL to the reference per chunk (0 when disabled).
     pub kl: f64,
-    /// Fraction of chunks whose ratio was clipped.
+    /// Fraction of chunks whose ratio (of [`GrpoConfig::ratio`]'s kind) was clipped.
     pub clip_fraction: f64,
-    /// Mean |log ρ| (how far the policy moved from the one that sampled).
+    /// Mean |log ρ| of that ratio (how far the policy moved from the one that sampled).
     pub mean_abs_log_ratio: f64,
     /// Gradient norm before clipping.
     pub grad_norm: f64,
@@ -488,6 +522,7 @@ impl VlaLearner {
         step: u64,
     ) -> LearnStats {
         let eps = self.config.clip_eps;
+        let tokens_per_chunk = self.policy.config().tokens_per_chunk();
         let mut sums = EpochSums::default();
         self.optimizer.zero_grad();
         for mb in minibatches {
@@ -497,7 +532,10 @@ impl VlaLearner {
                 .index_select(0, &mb.instruction_rows);
             let logits = self.policy.act(&mb.latent, &mb.proprio, &instruction) / self.temperature;
             let dist = ActionDistribution::new(&logits);
-            let log_ratio = dist.log_prob(&mb.tokens) - &mb.old_log_prob;
+            let log_ratio = self.config.ratio.log_ratio(
+                &(dist.log_prob(&mb.tokens) - &mb.old_log_prob),
+                tokens_per_chunk,
+            );
             let ratio = log_ratio.exp();
             let unclipped = &ratio * &mb.advantage;
             let clipped = ratio.clamp(1.0 - eps, 1.0 + eps) * &mb.advantage;
@@ -822,5 +860,22 @@ mod tests {
                 .with_sampling_temperature(0.0)
                 .is_err()
         );
+    }
+
+    /// The token-mean ratio is the chunk ratio's K-th root; configs name it
+    /// `token-mean`.
+    #[test]
+    fn the_token_mean_ratio_is_the_chunk_ratios_root() {
+        let log_ratio = Tensor::from_slice(&[5.6f32, -2.8, 0.0]);
+        let chunk = RatioKind::Chunk.log_ratio(&log_ratio, 56);
+        let mean = RatioKind::TokenMean.log_ratio(&log_ratio, 56);
+        assert_eq!(Vec::<f32>::try_from(chunk).unwrap(), vec![5.6, -2.8, 0.0]);
+        let mean = Vec::<f32>::try_from(mean).unwrap();
+        for (got, want) in mean.iter().zip([0.1f32, -0.05, 0.0]) {
+            assert!((got - want).abs() < 1e-6, "{mean:?}");
+        }
+        let config: GrpoConfig = serde_json::from_str(r#"{"ratio": "token-mean"}"#).unwrap();
+        assert_eq!(config.ratio, RatioKind::TokenMean);
+        assert!(serde_json::from_str::<GrpoConfig>(r#"{"ratio": "token"}"#).is_err());
     }
 }
