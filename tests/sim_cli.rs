@@ -1,4 +1,4 @@
-//! End-to-end tests of `wmrl scene check` and `wmrl sim render|video|init-states`.
+//! End-to-end tests of `wmrl scene check` and `wmrl sim render|video|init-states|stress`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -147,4 +147,41 @@ fn sim_video_writes_an_animated_gif_of_the_expert() {
     assert!(v["frames"].as_u64().unwrap() > 5);
     let bytes = std::fs::read(&gif).unwrap();
     assert_eq!(&bytes[..6], b"GIF89a");
+}
+
+#[test]
+fn sim_stress_counts_execution_errors_and_rejects_bad_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wmrl()
+        .args(["sim", "stress", "--json", "--tasks", "5", "--states", "2"])
+        .args(["--arm-noise", "0.2", "--gripper-flip", "0.4", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["perturbation"]["gripper_flip"], 0.4);
+    assert_eq!(v["tasks"][0]["task"], 5);
+    assert_eq!(v["tasks"][0]["episodes"], 2);
+    assert_eq!(v["execution_errors"], 0);
+    let peak = v["tasks"][0]["peak_speed"].as_f64().unwrap();
+    assert!(peak > 0.0 && peak < 15.0, "peak body speed {peak} m/s");
+    let rows = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 2);
+
+    let out = wmrl()
+        .args(["sim", "stress", "--gripper-flip", "1.5", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--gripper-flip") && err.contains("1.5"),
+        "{err}"
+    );
 }

@@ -1,13 +1,16 @@
 //! `wmrl sim …`: the Rapier LIBERO-Long simulator: render an initial state,
 //! record an expert episode as a GIF, sweep the scripted experts over the fixed
-//! initial states, and save the initial states to a file.
+//! initial states (as scripted, or disturbed to stress the physics), and save
+//! the initial states to a file.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use wmrl_sim::rollout::{EpisodeSummary, run_expert, task_rates};
+use wmrl_sim::rollout::{
+    EpisodeSummary, Perturbation, run_expert, run_perturbed_expert, task_rates,
+};
 use wmrl_sim::{EnvConfig, InitStateSet, NUM_INIT_STATES, NUM_TASKS, SimEnv};
 
 use crate::cli::GlobalArgs;
@@ -67,6 +70,29 @@ pub enum SimCommand {
         #[arg(long, default_value = "runs/sim/experts")]
         out: PathBuf,
     },
+    /// Stress the physics: run the experts with their actions disturbed the way
+    /// an exploring policy's are (arm noise, gripper command flips) and count the
+    /// episodes that end in an execution error (an unstable simulation).
+    Stress {
+        /// Tasks (comma-separated); all ten by default.
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<usize>,
+        /// Initial states 0..N per task.
+        #[arg(long, default_value_t = 20)]
+        states: usize,
+        /// Half-width of the uniform noise added to the six arm action dimensions.
+        #[arg(long, default_value_t = 0.3)]
+        arm_noise: f32,
+        /// Probability per control step that the gripper command is inverted.
+        #[arg(long, default_value_t = 0.3)]
+        gripper_flip: f64,
+        /// Seed of the disturbances.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Directory for metrics.jsonl and summary.json.
+        #[arg(long, default_value = "runs/sim/stress")]
+        out: PathBuf,
+    },
     /// Generate a task's fixed initial states and save them as JSON.
     InitStates {
         /// Task index (0..10).
@@ -114,7 +140,30 @@ pub fn run(global: &GlobalArgs, args: SimArgs) -> anyhow::Result<()> {
             let info = serde_json::json!({ "gif": out, "frames": frames, "episode": summary });
             print_value(global, &info)
         }
-        SimCommand::Experts { tasks, states, out } => experts(global, tasks, states, out),
+        SimCommand::Experts { tasks, states, out } => experts(global, tasks, states, None, out),
+        SimCommand::Stress {
+            tasks,
+            states,
+            arm_noise,
+            gripper_flip,
+            seed,
+            out,
+        } => {
+            anyhow::ensure!(
+                arm_noise.is_finite() && (0.0..=2.0).contains(&arm_noise),
+                "--arm-noise must be in [0, 2] (action units), got {arm_noise}"
+            );
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&gripper_flip),
+                "--gripper-flip must be a probability in [0, 1], got {gripper_flip}"
+            );
+            let perturbation = Perturbation {
+                arm_noise,
+                gripper_flip,
+                seed,
+            };
+            experts(global, tasks, states, Some(perturbation), out)
+        }
         SimCommand::InitStates { task, out } => {
             let mut env = SimEnv::new(config(128));
             let bar = progress(NUM_INIT_STATES as u64, "initial states");
@@ -194,10 +243,13 @@ fn print_value(global: &GlobalArgs, v: &serde_json::Value) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Sweeps the experts (disturbed by `perturbation` when given) and prints or
+/// writes per-task success and execution-error counts.
 fn experts(
     global: &GlobalArgs,
     tasks: Vec<usize>,
     states: usize,
+    perturbation: Option<Perturbation>,
     out: PathBuf,
 ) -> anyhow::Result<()> {
     use rayon::prelude::*;
@@ -217,7 +269,10 @@ fn experts(
             let mut env = SimEnv::new(cfg.clone());
             (0..states)
                 .map(|k| {
-                    let r = run_expert(&mut env, task, k, |_| {});
+                    let r = match &perturbation {
+                        Some(p) => run_perturbed_expert(&mut env, task, k, p),
+                        None => run_expert(&mut env, task, k, |_| {}),
+                    };
                     bar.inc(1);
                     r
                 })
@@ -229,25 +284,46 @@ fn experts(
         sink.write(e)?;
     }
     let rates = task_rates(&episodes);
-    let summary = serde_json::json!({ "states_per_task": states, "tasks": rates });
+    let errors: usize = rates.iter().map(|r| r.execution_errors).sum();
+    let summary = serde_json::json!({
+        "states_per_task": states,
+        "perturbation": perturbation,
+        "execution_errors": errors,
+        "tasks": rates,
+    });
     wmrl_report::write_json_atomic(&out.join("summary.json"), &summary)?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        println!("task  success  rate   errors  mean steps");
+        println!("task  success  rate   errors  mean steps  fast  peak m/s");
         for r in &rates {
             println!(
-                "{:>4}  {:>3}/{:<3}  {:>5.1}%  {:>6}  {:>9.0}",
+                "{:>4}  {:>3}/{:<3}  {:>5.1}%  {:>6}  {:>10.0}  {:>4}  {:>8.1}",
                 r.task,
                 r.successes,
                 r.episodes,
                 100.0 * r.success_rate,
                 r.execution_errors,
-                r.mean_success_steps
+                r.mean_success_steps,
+                r.fast_episodes,
+                r.peak_speed
             );
         }
-        let failed: Vec<&EpisodeSummary> = episodes.iter().filter(|e| !e.success).collect();
-        if !failed.is_empty() {
+        println!(
+            "(fast: episodes with a body above {} m/s; errors end at 15 m/s)",
+            wmrl_sim::rollout::FAST_BODY_SPEED
+        );
+        // Under a perturbation task failures are expected; only execution errors matter.
+        let failed: Vec<&EpisodeSummary> = episodes
+            .iter()
+            .filter(|e| match perturbation {
+                Some(_) => e.execution_error.is_some(),
+                None => !e.success,
+            })
+            .collect();
+        if perturbation.is_some() {
+            println!("execution errors: {errors} of {} episodes", episodes.len());
+        } else if !failed.is_empty() {
             println!(
                 "failed states (goals not met at the end; trace one with WMRL_EXPERT_TRACE=1):"
             );

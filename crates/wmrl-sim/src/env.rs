@@ -74,6 +74,7 @@ pub struct SimEnv {
     steps: usize,
     success: bool,
     error: Option<ExecutionError>,
+    peak_speed: f32,
     /// Sanitised-action counters since construction.
     pub action_stats: ActionStats,
 }
@@ -121,6 +122,7 @@ impl SimEnv {
             steps: 0,
             success: false,
             error: None,
+            peak_speed: 0.0,
             action_stats: ActionStats::default(),
         }
     }
@@ -196,6 +198,7 @@ impl SimEnv {
         self.steps = 0;
         self.success = false;
         self.error = None;
+        self.peak_speed = 0.0;
         Ok(self.observe())
     }
 
@@ -222,6 +225,7 @@ impl SimEnv {
                 self.controller.apply_substep(world, &robot, k, n);
                 world.step();
             }
+            self.peak_speed = self.peak_speed.max(fastest_body_speed(world));
             self.error = check_stability(world);
             if let Some(error) = &self.error {
                 tracing::warn!(%error, "execution error");
@@ -316,6 +320,13 @@ impl SimEnv {
         self.current
     }
 
+    /// The highest speed (m/s) any robot link or object reached at the end of a
+    /// control step since the reset: how close the episode came to the
+    /// execution-error threshold (15 m/s).
+    pub fn peak_speed(&self) -> f32 {
+        self.peak_speed
+    }
+
     /// Control steps since the reset.
     pub fn steps(&self) -> usize {
         self.steps
@@ -357,6 +368,19 @@ impl SimEnv {
     pub fn config(&self) -> &EnvConfig {
         &self.config
     }
+}
+
+/// The highest linear speed (m/s) of any robot link or object (0 when a
+/// velocity is not finite: [`check_stability`] reports those).
+pub fn fastest_body_speed(world: &SimWorld) -> f32 {
+    world
+        .entities
+        .iter()
+        .map(|e| e.root)
+        .chain(world.robot.links.iter().copied())
+        .map(|b| world.world.bodies[b].linvel().length())
+        .filter(|v| v.is_finite())
+        .fold(0.0, f32::max)
 }
 
 /// Checks for NaN state, bodies far from the table (beyond 30 m) or moving

@@ -5,7 +5,10 @@ use nalgebra::Vector3;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::api::Observation;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::api::{Action, Observation};
 use crate::env::{EnvConfig, SimEnv};
 use crate::error::Result;
 use crate::expert::Expert;
@@ -26,6 +29,8 @@ pub struct EpisodeSummary {
     pub execution_error: Option<String>,
     /// The goal predicates that did not hold at the end (empty on success).
     pub unmet_goals: Vec<String>,
+    /// The highest speed (m/s) of any robot link or object at a control-step end.
+    pub peak_speed: f32,
 }
 
 /// Runs the task's expert from initial state `k`; `on_step` sees every observation.
@@ -33,7 +38,61 @@ pub fn run_expert(
     env: &mut SimEnv,
     task: usize,
     k: usize,
+    on_step: impl FnMut(&Observation),
+) -> Result<EpisodeSummary> {
+    run_expert_with(env, task, k, on_step, |_| {})
+}
+
+/// How [`run_perturbed_expert`] disturbs the expert: the kind of actions an
+/// exploring or half-trained policy sends near objects (a shaky arm, a
+/// gripper command that flips open/closed from one step to the next).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Perturbation {
+    /// Half-width of the uniform noise added to the six arm dimensions (action units).
+    pub arm_noise: f32,
+    /// Probability per control step that the gripper command is inverted.
+    pub gripper_flip: f64,
+    /// Seed; each `(task, state)` episode draws from its own stream of it.
+    pub seed: u64,
+}
+
+/// Runs the task's expert from initial state `k` with its actions disturbed
+/// by `perturbation` (deterministic for a seed). Used to check that the
+/// physics stays stable under the actions a learning policy sends.
+pub fn run_perturbed_expert(
+    env: &mut SimEnv,
+    task: usize,
+    k: usize,
+    perturbation: &Perturbation,
+) -> Result<EpisodeSummary> {
+    let stream =
+        perturbation.seed ^ ((task as u64) << 32 | k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut rng = ChaCha8Rng::seed_from_u64(stream);
+    let p = *perturbation;
+    run_expert_with(
+        env,
+        task,
+        k,
+        |_| {},
+        move |action| {
+            if p.arm_noise > 0.0 {
+                for a in &mut action[..6] {
+                    *a = (*a + rng.random_range(-p.arm_noise..=p.arm_noise)).clamp(-1.0, 1.0);
+                }
+            }
+            if rng.random_bool(p.gripper_flip.clamp(0.0, 1.0)) {
+                action[6] = -action[6];
+            }
+        },
+    )
+}
+
+fn run_expert_with(
+    env: &mut SimEnv,
+    task: usize,
+    k: usize,
     mut on_step: impl FnMut(&Observation),
+    mut perturb: impl FnMut(&mut Action),
 ) -> Result<EpisodeSummary> {
     let _span = tracing::debug_span!("expert_episode", task, k).entered();
     let obs = env.reset(task, k)?;
@@ -42,7 +101,8 @@ pub fn run_expert(
     let trace = std::env::var_os("WMRL_EXPERT_TRACE").is_some();
     let mut last = (usize::MAX, usize::MAX);
     loop {
-        let action = expert.act(env);
+        let mut action = expert.act(env);
+        perturb(&mut action);
         if trace
             && (expert.progress() != last || std::env::var_os("WMRL_EXPERT_TRACE_ALL").is_some())
         {
@@ -113,6 +173,7 @@ pub fn run_expert(
                 steps: env.steps(),
                 execution_error: out.execution_error.map(|e| e.to_string()),
                 unmet_goals,
+                peak_speed: env.peak_speed(),
             });
         }
     }
@@ -133,7 +194,16 @@ pub struct TaskRate {
     pub success_rate: f64,
     /// Mean steps of successful episodes.
     pub mean_success_steps: f64,
+    /// Episodes whose peak body speed passed [`FAST_BODY_SPEED`] (whether or
+    /// not they went on to an execution error).
+    pub fast_episodes: usize,
+    /// The highest body speed (m/s) over the task's episodes.
+    pub peak_speed: f32,
 }
+
+/// A body speed (m/s) a third of the way to the execution-error threshold:
+/// nothing on a tabletop moves this fast unless the solver is struggling.
+pub const FAST_BODY_SPEED: f32 = 5.0;
 
 /// Runs the expert on every `(task, state)` pair in parallel (cameras off).
 pub fn expert_sweep(
@@ -159,6 +229,31 @@ pub fn expert_sweep(
         .map(|v| v.into_iter().flatten().collect())
 }
 
+/// Runs the perturbed expert on every `(task, state)` pair in parallel (cameras off).
+pub fn stress_sweep(
+    tasks: &[usize],
+    states: std::ops::Range<usize>,
+    config: &EnvConfig,
+    perturbation: &Perturbation,
+) -> Result<Vec<EpisodeSummary>> {
+    let mut config = config.clone();
+    config.camera.enabled = false;
+    let jobs: Vec<(usize, usize)> = tasks
+        .iter()
+        .flat_map(|&t| states.clone().map(move |k| (t, k)))
+        .collect();
+    jobs.par_chunks(states.len().max(1))
+        .map(|chunk| {
+            let mut env = SimEnv::new(config.clone());
+            chunk
+                .iter()
+                .map(|&(t, k)| run_perturbed_expert(&mut env, t, k, perturbation))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<Vec<_>>>>()
+        .map(|v| v.into_iter().flatten().collect())
+}
+
 /// Aggregates episode summaries per task.
 pub fn task_rates(episodes: &[EpisodeSummary]) -> Vec<TaskRate> {
     let mut tasks: Vec<usize> = episodes.iter().map(|e| e.task).collect();
@@ -177,6 +272,11 @@ pub fn task_rates(episodes: &[EpisodeSummary]) -> Vec<TaskRate> {
                 success_rate: ok.len() as f64 / eps.len().max(1) as f64,
                 mean_success_steps: ok.iter().map(|e| e.steps as f64).sum::<f64>()
                     / ok.len().max(1) as f64,
+                fast_episodes: eps
+                    .iter()
+                    .filter(|e| e.peak_speed > FAST_BODY_SPEED)
+                    .count(),
+                peak_speed: eps.iter().map(|e| e.peak_speed).fold(0.0, f32::max),
             }
         })
         .collect()

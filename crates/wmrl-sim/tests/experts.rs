@@ -1,7 +1,7 @@
 //! The scripted experts solve fixed initial states in this physics (the full
 //! 50-state sweep is `wmrl sim experts`; these are the states pinned as regressions).
 
-use wmrl_sim::rollout::run_expert;
+use wmrl_sim::rollout::{Perturbation, run_expert, run_perturbed_expert};
 use wmrl_sim::{EnvConfig, SimEnv};
 
 fn solves(task: usize, state: usize) {
@@ -165,5 +165,41 @@ fn an_expert_resuming_mid_episode_skips_finished_skills() {
         Expert::resume(&env).skills().len(),
         1,
         "only the retreat is left"
+    );
+}
+
+/// The actions an exploring policy sends (a shaky arm, a gripper flipping
+/// open/closed while the fingers are around an object) keep the physics
+/// stable, and the disturbances are a deterministic function of the seed.
+#[test]
+fn a_perturbed_expert_is_stable_and_deterministic() {
+    let mut c = EnvConfig::default();
+    c.camera.enabled = false;
+    c.max_steps = 160;
+    let mut env = SimEnv::new(c);
+    let shaky = Perturbation {
+        arm_noise: 0.3,
+        gripper_flip: 0.5,
+        seed: 7,
+    };
+    let calm = Perturbation {
+        arm_noise: 0.0,
+        gripper_flip: 0.0,
+        seed: 7,
+    };
+    let scripted = run_expert(&mut env, 5, 0, |_| {}).unwrap();
+    let undisturbed = run_perturbed_expert(&mut env, 5, 0, &calm).unwrap();
+    assert_eq!(
+        undisturbed, scripted,
+        "zero perturbation is the expert itself"
+    );
+    let a = run_perturbed_expert(&mut env, 5, 0, &shaky).unwrap();
+    let b = run_perturbed_expert(&mut env, 5, 0, &shaky).unwrap();
+    assert_eq!(a, b, "same seed, same episode");
+    assert!(a.execution_error.is_none(), "{a:?}");
+    assert!(a.steps <= 160);
+    assert!(
+        a.steps != scripted.steps || a.success != scripted.success,
+        "the disturbances changed nothing: {a:?}"
     );
 }
