@@ -225,8 +225,7 @@ impl SimEnv {
                 self.controller.apply_substep(world, &robot, k, n);
                 world.step();
             }
-            self.peak_speed = self.peak_speed.max(fastest_body_speed(world));
-            self.error = check_stability(world);
+            self.error = check_stability(world, &mut self.peak_speed);
             if let Some(error) = &self.error {
                 tracing::warn!(%error, "execution error");
             } else {
@@ -370,22 +369,10 @@ impl SimEnv {
     }
 }
 
-/// The highest linear speed (m/s) of any robot link or object (0 when a
-/// velocity is not finite: [`check_stability`] reports those).
-pub fn fastest_body_speed(world: &SimWorld) -> f32 {
-    world
-        .entities
-        .iter()
-        .map(|e| e.root)
-        .chain(world.robot.links.iter().copied())
-        .map(|b| world.world.bodies[b].linvel().length())
-        .filter(|v| v.is_finite())
-        .fold(0.0, f32::max)
-}
-
 /// Checks for NaN state, bodies far from the table (beyond 30 m) or moving
-/// implausibly fast (over 15 m/s).
-pub fn check_stability(world: &SimWorld) -> Option<ExecutionError> {
+/// implausibly fast (over 15 m/s), and raises `peak_speed` to the fastest
+/// finite speed (m/s) of a robot link or object it looked at.
+pub fn check_stability(world: &SimWorld, peak_speed: &mut f32) -> Option<ExecutionError> {
     let centre = Vector3::new(0.0, 0.0, world.table_top);
     let named = world
         .entities
@@ -403,6 +390,7 @@ pub fn check_stability(world: &SimWorld) -> Option<ExecutionError> {
         }
         let d = (Vector3::new(p.x as f64, p.y as f64, p.z as f64) - centre).norm();
         let speed = v.length();
+        *peak_speed = peak_speed.max(speed);
         // Objects knocked off the table roll on the floor (a task failure);
         // only bodies far beyond the room, or implausibly fast, are unstable.
         if d > 30.0 || speed > 15.0 {

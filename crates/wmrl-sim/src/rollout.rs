@@ -229,31 +229,6 @@ pub fn expert_sweep(
         .map(|v| v.into_iter().flatten().collect())
 }
 
-/// Runs the perturbed expert on every `(task, state)` pair in parallel (cameras off).
-pub fn stress_sweep(
-    tasks: &[usize],
-    states: std::ops::Range<usize>,
-    config: &EnvConfig,
-    perturbation: &Perturbation,
-) -> Result<Vec<EpisodeSummary>> {
-    let mut config = config.clone();
-    config.camera.enabled = false;
-    let jobs: Vec<(usize, usize)> = tasks
-        .iter()
-        .flat_map(|&t| states.clone().map(move |k| (t, k)))
-        .collect();
-    jobs.par_chunks(states.len().max(1))
-        .map(|chunk| {
-            let mut env = SimEnv::new(config.clone());
-            chunk
-                .iter()
-                .map(|&(t, k)| run_perturbed_expert(&mut env, t, k, perturbation))
-                .collect::<Result<Vec<_>>>()
-        })
-        .collect::<Result<Vec<Vec<_>>>>()
-        .map(|v| v.into_iter().flatten().collect())
-}
-
 /// Aggregates episode summaries per task.
 pub fn task_rates(episodes: &[EpisodeSummary]) -> Vec<TaskRate> {
     let mut tasks: Vec<usize> = episodes.iter().map(|e| e.task).collect();
