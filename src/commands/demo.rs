@@ -24,7 +24,7 @@ use crate::cli::GlobalArgs;
 /// The LIBERO-Long task of the demo (the book into the caddy).
 const DEMO_TASK: usize = 5;
 /// Bump when a cached stage's recipe changes, so stale caches are not reused.
-const CACHE_VERSION: &str = "v1";
+const CACHE_VERSION: &str = "v2";
 
 /// Arguments of `wmrl demo`.
 #[derive(Debug, Args)]

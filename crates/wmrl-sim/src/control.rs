@@ -3,7 +3,10 @@
 //! to 0.5 rad, gripper open/close) becomes a target end-effector pose relative
 //! to the current one; damped-least-squares IK turns it into joint targets that
 //! the multibody joint motors track over the physics substeps (linearly
-//! interpolated, velocity-limited). The gripper command integrates the action's
+//! interpolated, velocity-limited). Like robosuite's OSC, the redundant joint
+//! is pulled gently towards the home posture in the null space of the
+//! end-effector task, so long episodes with large reorientations do not drift
+//! into joint limits. The gripper command integrates the action's
 //! sign like robosuite's `PandaGripper` (a full sweep takes 8 control steps) and
 //! drives both prismatic fingers with force-limited position motors.
 
@@ -27,6 +30,9 @@ pub struct ControlParams {
     pub ik_iterations: usize,
     /// DLS damping λ (default: 0.05).
     pub ik_lambda: f64,
+    /// Fraction of the way back to the home posture the redundant joints move
+    /// per control step, in the null space of the end-effector task (default: 0.03).
+    pub posture_gain: f64,
     /// Gripper command change per control step for a non-zero gripper action (default: 0.25).
     pub gripper_rate: f64,
     /// Finger motor stiffness (N/m) (default: 2500).
@@ -43,6 +49,7 @@ impl Default for ControlParams {
             rot_scale: 0.5,
             ik_iterations: 8,
             ik_lambda: 0.05,
+            posture_gain: 0.03,
             gripper_rate: 0.25,
             finger_stiffness: 2500.0,
             finger_damping: 50.0,
@@ -113,6 +120,11 @@ impl Controller {
                 .chain
                 .solve_dls(&mut goal, &target, p.ik_iterations, p.ik_lambda, weights);
         tracing::trace!(residual, "ik");
+        if p.posture_gain > 0.0 && robot.spec.home.len() == goal.len() {
+            robot
+                .chain
+                .nullspace_step(&mut goal, &robot.spec.home, p.posture_gain, p.ik_lambda);
+        }
         // Respect joint velocity limits over one control period.
         let dt = 1.0 / p.control_hz;
         for (i, j) in robot.chain.joints.iter().enumerate() {

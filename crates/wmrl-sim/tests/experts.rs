@@ -94,6 +94,22 @@ fn yellow_and_white_mug_in_the_microwave_and_door_shut() {
     solves(9, 2);
 }
 
+/// Task 8 state 4: the descent onto the far moka pot stalled 3 cm above the
+/// grasp while rapier recycled a stale contact (a fingertip "resting" on the
+/// pot's rim that it had already passed); fresh contacts every substep.
+#[test]
+fn the_fingers_pass_beside_the_moka_pot_rim() {
+    solves(8, 4);
+}
+
+/// Task 9 state 1: the released mug was dragged over by fingers retreating
+/// towards a target that followed it, and the door push ran the wrist into
+/// its limit.
+#[test]
+fn the_mug_stays_upright_in_the_microwave_and_the_door_shuts() {
+    solves(9, 1);
+}
+
 /// Mugs are hollow and carried by the wall facing the robot: while the mug
 /// is in the air the tool centre point sits on its wall (about 3.2 cm from
 /// its axis), not over its centre. Task 6 state 0 failed with the grasp

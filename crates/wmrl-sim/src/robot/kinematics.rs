@@ -215,4 +215,27 @@ impl Chain {
         }
         err_norm
     }
+
+    /// Moves `q` by `gain` of the way towards the posture `rest` inside the
+    /// Jacobian's (damped) null space, Δq = (I − J⁺J) · gain · (rest − q), so
+    /// the end-effector pose barely changes while the redundant joint drifts
+    /// back from wherever large reorientations left it; clamped to the joint
+    /// limits. (robosuite's OSC, which LIBERO uses, pulls towards the initial
+    /// joint configuration in the same null space.)
+    pub fn nullspace_step(&self, q: &mut [f64], rest: &[f64], gain: f64, lambda: f64) {
+        let (_, jac) = self.jacobian(q);
+        let jjt: Matrix6<f64> = &jac * jac.transpose() + Matrix6::identity() * (lambda * lambda);
+        let Some(inv) = jjt.try_inverse() else { return };
+        let pinv = jac.transpose() * inv;
+        let n = q.len();
+        let pull = nalgebra::DVector::from_iterator(
+            n,
+            q.iter().zip(rest).map(|(qi, ri)| gain * (ri - qi)),
+        );
+        let projector = nalgebra::DMatrix::identity(n, n) - &pinv * &jac;
+        let dq = projector * pull;
+        for (i, j) in self.joints.iter().enumerate() {
+            q[i] = (q[i] + dq[i]).clamp(j.lower, j.upper);
+        }
+    }
 }
