@@ -172,6 +172,15 @@ fn sim_stress_counts_execution_errors_and_rejects_bad_rates() {
     assert!(peak > 0.0 && peak < 15.0, "peak body speed {peak} m/s");
     let rows = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
     assert_eq!(rows.lines().count(), 2);
+    // A second sweep into the same folder replaces the rows of the first.
+    let again = wmrl()
+        .args(["sim", "stress", "--tasks", "5", "--states", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let rows = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 1, "{rows}");
 
     let out = wmrl()
         .args(["sim", "stress", "--gripper-flip", "1.5", "--out"])

@@ -66,7 +66,7 @@ pub enum SimCommand {
         /// Initial states 0..N per task.
         #[arg(long, default_value_t = NUM_INIT_STATES)]
         states: usize,
-        /// Directory for metrics.jsonl and summary.json.
+        /// Directory for metrics.jsonl and summary.json (both replaced by each sweep).
         #[arg(long, default_value = "runs/sim/experts")]
         out: PathBuf,
     },
@@ -89,7 +89,7 @@ pub enum SimCommand {
         /// Seed of the disturbances.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Directory for metrics.jsonl and summary.json.
+        /// Directory for metrics.jsonl and summary.json (both replaced by each sweep).
         #[arg(long, default_value = "runs/sim/stress")]
         out: PathBuf,
     },
@@ -259,7 +259,6 @@ fn experts(
         tasks
     };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut sink = wmrl_report::MetricsSink::append(&out.join("metrics.jsonl"))?;
     let bar = progress((tasks.len() * states) as u64, "expert episodes");
     let mut cfg = EnvConfig::default();
     cfg.camera.enabled = false;
@@ -280,9 +279,15 @@ fn experts(
         })
         .collect::<wmrl_sim::Result<Vec<_>>>()?;
     bar.finish_and_clear();
+    // One row per episode, replacing the rows of an earlier sweep into the
+    // same folder (as summary.json is): rows of two sweeps mixed in one file
+    // would read as one sweep with twice the episodes.
+    let mut rows = Vec::new();
     for e in &episodes {
-        sink.write(e)?;
+        serde_json::to_writer(&mut rows, e)?;
+        rows.push(b'\n');
     }
+    wmrl_report::write_atomic(&out.join("metrics.jsonl"), &rows)?;
     let rates = task_rates(&episodes);
     let errors: usize = rates.iter().map(|r| r.execution_errors).sum();
     let summary = serde_json::json!({
