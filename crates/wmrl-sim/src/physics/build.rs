@@ -262,7 +262,7 @@ impl SimWorld {
         // keeps the stale "resting on the rim" contact and is stopped beside
         // it. Grasping needs fresh contacts every substep (the experts went
         // from 80.6% to 88.8% mean success, the moka-pot task from 70% to 96%;
-        // about 9% fewer control steps per second).
+        // about 8% fewer control steps per second).
         world.integration_parameters.contact_recycling = false;
         let mut colliders = Vec::new();
 
