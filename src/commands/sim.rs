@@ -282,12 +282,7 @@ fn experts(
     // One row per episode, replacing the rows of an earlier sweep into the
     // same folder (as summary.json is): rows of two sweeps mixed in one file
     // would read as one sweep with twice the episodes.
-    let mut rows = Vec::new();
-    for e in &episodes {
-        serde_json::to_writer(&mut rows, e)?;
-        rows.push(b'\n');
-    }
-    wmrl_report::write_atomic(&out.join("metrics.jsonl"), &rows)?;
+    wmrl_report::write_jsonl_atomic(&out.join("metrics.jsonl"), &episodes)?;
     let rates = task_rates(&episodes);
     let errors: usize = rates.iter().map(|r| r.execution_errors).sum();
     let summary = serde_json::json!({

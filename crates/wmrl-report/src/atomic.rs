@@ -43,9 +43,33 @@ pub fn write_json_atomic<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -
     write_atomic(path, &bytes)
 }
 
+/// Writes `rows` as JSONL (one compact JSON object per line) atomically,
+/// replacing the whole file: for metrics recomputed as a whole rather than
+/// appended row by row ([`crate::MetricsSink`]).
+pub fn write_jsonl_atomic<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    let mut bytes = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut bytes, row).map_err(|source| Error::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        bytes.push(b'\n');
+    }
+    write_atomic(path, &bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jsonl_rows_replace_the_earlier_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        write_jsonl_atomic(&path, &[1, 2, 3]).unwrap();
+        write_jsonl_atomic(&path, &[4, 5]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "4\n5\n");
+    }
 
     #[test]
     fn replaces_whole_file_and_leaves_no_temp() {
