@@ -723,6 +723,11 @@ fn demo_runs_every_stage_then_reuses_its_cache() {
         stdout.contains("(SFT) ->") && stdout.contains(run.to_str().unwrap()),
         "{stdout}"
     );
+    // How much the run leaned on the world model, with the demo's twin pairing.
+    assert!(
+        stdout.contains("world-model stream: ") && stdout.contains("paired with imagined twins"),
+        "{stdout}"
+    );
     for file in [
         "success_vs_env_steps.png",
         "success_vs_wallclock.png",

@@ -291,6 +291,9 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         summary.train_seconds,
         started.elapsed().as_secs_f64()
     );
+    if let Some(line) = world_model_stream_line(&run_dir.join("metrics.jsonl"))? {
+        println!("{line}");
+    }
     println!(
         "run folder {}:\n  success_vs_env_steps.png, success_vs_wallclock.png  (plots)\n  metrics.jsonl  (one row per iteration: the core's diagnostics, learner statistics, clocks)\n  policy/  (the post-trained policy; `wmrl eval --checkpoint {}/policy --tasks {DEMO_TASK}`)\n  checkpoints/  (`wmrl train --resume {}` continues a stopped run)",
         run_dir.display(),
@@ -302,4 +305,64 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         cache.display()
     );
     Ok(())
+}
+
+/// One line on how much the run leaned on the world model: the mean
+/// gradient weight of the world-model stream and the mean within-group
+/// correlation of world-model and real rewards on the anchors (the core's
+/// diagnostics in `metrics.jsonl`). `None` when no iteration reported them.
+fn world_model_stream_line(metrics: &Path) -> anyhow::Result<Option<String>> {
+    let rows = wmrl_report::metrics::read_rows(metrics)?;
+    let mean = |key: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+        let values: Vec<f64> = rows.iter().filter_map(key).collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    };
+    let diagnostics = |row: &serde_json::Value| row["core"]["diagnostics"].clone();
+    let weight = mean(&|row| diagnostics(row)["stream_weights"]["world_model"].as_f64());
+    let correlation = mean(&|row| diagnostics(row)["reward_correlation"].as_f64());
+    let twins = rows
+        .iter()
+        .any(|row| row["core"]["twins"].as_u64() > Some(0));
+    Ok(weight.map(|w| {
+        let paired = if twins {
+            "anchors paired with imagined twins"
+        } else {
+            "anchors paired with replays of their executed episodes"
+        };
+        let rho = correlation.map_or("not measured yet".into(), |c| format!("{c:+.2}"));
+        format!(
+            "world-model stream: {:.1}% of the gradient weight on average; world-model vs real \
+             reward correlation within groups {rho} ({paired}; a world-model sample is worth \
+             ρ² of an anchor)",
+            100.0 * w
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_world_model_line_averages_the_cores_diagnostics() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = dir.path().join("metrics.jsonl");
+        let row = |w: f64, rho: Option<f64>, twins: u64| {
+            serde_json::json!({"core": {"twins": twins, "diagnostics": {
+                "stream_weights": {"anchor": 1.0 - w, "world_model": w},
+                "reward_correlation": rho}}})
+            .to_string()
+        };
+        std::fs::write(
+            &metrics,
+            [row(0.75, None, 16), row(0.05, Some(0.1), 16)].join("\n") + "\n",
+        )
+        .unwrap();
+        let line = world_model_stream_line(&metrics).unwrap().unwrap();
+        assert!(line.contains("40.0% of the gradient weight"), "{line}");
+        assert!(line.contains("correlation within groups +0.10"), "{line}");
+        assert!(line.contains("imagined twins"), "{line}");
+        std::fs::write(&metrics, "").unwrap();
+        assert_eq!(world_model_stream_line(&metrics).unwrap(), None);
+    }
 }

@@ -27,6 +27,8 @@ pub struct CoreConfig {
     pub calibrator: CalibratorConfig,
     /// Inverse-variance denoising (default: 5 folds).
     pub denoise: DenoiseConfig,
+    /// Which world-model score an anchor is paired with (default: `replay`).
+    pub anchor_scoring: AnchorScoring,
     /// Attempts per anchor episode before the step fails; execution errors
     /// (not task failures) are re-queued (default: 4).
     pub max_attempts: u32,
@@ -44,13 +46,61 @@ impl Default for CoreConfig {
             advantage: AdvantageOptions::default(),
             calibrator: CalibratorConfig::default(),
             denoise: DenoiseConfig::default(),
+            anchor_scoring: AnchorScoring::Replay,
             max_attempts: 4,
             seed: 0,
         }
     }
 }
 
+/// Which world-model score ŝ an anchor episode is paired with, for the
+/// calibrator f̂ and the denoiser's noise estimate.
+///
+/// The pairs should carry the errors of the scores the world-model groups
+/// are trained on. Where the world model scores a rollout the policy has
+/// already produced (a text adapter: the world model reads the solution),
+/// scoring the executed rollout is exactly that. Where the world model
+/// also *generates* the rollout (closed-loop imagination in learned
+/// dynamics), a policy can learn behaviour the model over-rates only
+/// inside its own dreams: scoring the executed rollout cannot see that
+/// error, and an imagined twin can.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnchorScoring {
+    /// The world model scores the executed rollout (`WorldModel::score`).
+    #[default]
+    Replay,
+    /// The world model imagines a twin of each anchor episode (same prompt,
+    /// same episode seed, same policy, before it observes the real outcome)
+    /// and the twin's score is paired with the executed episode's real
+    /// reward. The executed rollout is still scored (and observed) as in
+    /// `replay`; only the pairing changes. A twin has its anchor's
+    /// first-attempt seed, also when an execution error re-queued the
+    /// anchor with a fresh one. Mode `ppi` always uses `replay`:
+    /// its rectifier needs the score of the rollout whose gradient it
+    /// subtracts.
+    Twin,
+}
+
+impl AnchorScoring {
+    /// The name used in config files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Replay => "replay",
+            Self::Twin => "twin",
+        }
+    }
+}
+
 impl CoreConfig {
+    /// Whether anchors are paired with imagined twins this step: twin
+    /// scoring is configured and the mode mixes streams (and is not `ppi`).
+    pub fn pairs_twins(&self) -> bool {
+        self.anchor_scoring == AnchorScoring::Twin
+            && self.mode.mixes_streams()
+            && self.mode != Mode::Ppi
+    }
+
     /// Checks every range; the error names the field.
     pub fn validate(&self) -> Result<()> {
         if self.groups == 0 {

@@ -34,6 +34,9 @@ pub struct StepReport {
     pub imagined: usize,
     /// Executed rollouts scored by the world model.
     pub scored: usize,
+    /// Anchor twins imagined ([`crate::AnchorScoring::Twin`]); not counted in `imagined`.
+    #[serde(default)]
+    pub twins: usize,
 }
 
 /// One group's data, ready for fusion.
@@ -238,6 +241,16 @@ impl<Q> StepPlan<Q> {
             })
             .collect()
     }
+
+    /// The requests of the anchors' imagined twins ([`crate::AnchorScoring::Twin`]):
+    /// the anchor requests when this step pairs twins, none otherwise.
+    pub fn twin_requests(&self) -> Vec<EpisodeRequest<'_, Q>> {
+        if self.config.pairs_twins() {
+            self.requests(true)
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// Phase 1: the step's prompts from the adapter and the anchor plan.
@@ -266,13 +279,17 @@ pub fn plan_step<A: Adapter>(core: &mut Core, adapter: &mut A) -> Result<StepPla
 }
 
 /// Phase 2b (mixed modes): the world model scores the executed anchors and
-/// then observes them with their real rewards. `None` in modes that do not
-/// mix the streams, or without anchors.
+/// then observes them with their real rewards. Returns the scores the
+/// anchors are paired with: the executed rollouts' own, or, when `twins`
+/// holds the anchors' imagined twins ([`StepPlan::twin_requests`], in
+/// request order), the twins'. `None` in modes that do not mix the
+/// streams, or without anchors.
 pub fn score_anchors<A, P, W>(
     world_model: &mut W,
     plan: &StepPlan<A::Prompt>,
     requests: &[EpisodeRequest<'_, A::Prompt>],
     executed: &[(A::Rollout, f64)],
+    twins: Vec<Imagined<A::Rollout>>,
 ) -> Result<Option<Vec<f64>>>
 where
     A: Adapter,
@@ -307,10 +324,21 @@ where
     world_model
         .observe(&episodes)
         .map_err(|e| Error::component(Component::WorldModel, e))?;
-    Ok(Some(scores))
+    if twins.is_empty() {
+        return Ok(Some(scores));
+    }
+    if twins.len() != episodes.len() {
+        return Err(Error::Contract {
+            component: Component::WorldModel,
+            expected: episodes.len(),
+            got: twins.len(),
+        });
+    }
+    Ok(Some(twins.into_iter().map(|t| t.score).collect()))
 }
 
-/// Phase 2c: the world model imagines the world-model groups' rollouts.
+/// Phase 2c: the world model imagines `requests` (the world-model groups'
+/// rollouts, or the anchors' twins).
 pub fn imagine_groups<A, P, W>(
     world_model: &mut W,
     policy: &P,
@@ -407,11 +435,13 @@ where
         execution_failures: executed.failures,
         imagined: imagined_count,
         scored,
+        twins: if config.pairs_twins() { scored } else { 0 },
     })
 }
 
 /// One full training step through the seams (see the module docs): plan,
-/// execute the anchors, score them, imagine the rest, fuse and learn.
+/// execute the anchors, score them (imagining their twins first with
+/// [`crate::AnchorScoring::Twin`]), imagine the rest, fuse and learn.
 pub fn step<A, P, W, E>(
     core: &mut Core,
     adapter: &mut A,
@@ -437,10 +467,33 @@ where
         plan.step,
         plan.config.max_attempts,
     )?;
-    let anchor_scores =
-        score_anchors::<A, P, W>(world_model, &plan, &anchor_requests, &executed.episodes)?;
     let wm_requests = plan.requests(false);
-    let imagined = imagine_groups::<A, P, W>(world_model, policy, &wm_requests)?;
+    let (imagined, anchor_scores) = if plan.config.pairs_twins() {
+        // The twins are imagined in one batch with the world-model groups,
+        // before the world model observes the real outcomes.
+        let mut requests = wm_requests.clone();
+        requests.extend(plan.twin_requests());
+        let mut imagined = imagine_groups::<A, P, W>(world_model, policy, &requests)?;
+        let twins = imagined.split_off(wm_requests.len());
+        let scores = score_anchors::<A, P, W>(
+            world_model,
+            &plan,
+            &anchor_requests,
+            &executed.episodes,
+            twins,
+        )?;
+        (imagined, scores)
+    } else {
+        let scores = score_anchors::<A, P, W>(
+            world_model,
+            &plan,
+            &anchor_requests,
+            &executed.episodes,
+            Vec::new(),
+        )?;
+        let imagined = imagine_groups::<A, P, W>(world_model, policy, &wm_requests)?;
+        (imagined, scores)
+    };
     drop(anchor_requests);
     drop(wm_requests);
     finish_step::<A, P>(core, policy, plan, executed, anchor_scores, imagined)

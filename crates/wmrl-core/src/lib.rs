@@ -39,7 +39,7 @@ pub mod seams;
 
 pub use advantage::{AdvantageOptions, Stream, group_advantages};
 pub use calibrator::{AnchorPair, CalibratorConfig, Forgetting, OnlineCalibrator};
-pub use config::CoreConfig;
+pub use config::{AnchorScoring, CoreConfig};
 pub use denoise::{DenoiseConfig, NoiseEstimate, StreamWeights};
 pub use diagnostics::StepDiagnostics;
 pub use driver::{StepPlan, StepReport, step};

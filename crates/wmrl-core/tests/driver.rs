@@ -90,6 +90,11 @@ struct Model {
     imagined: usize,
     scored: usize,
     observed: usize,
+    /// Added to imagined scores (the executed rollouts' scores lack it).
+    imagine_bias: f64,
+    /// (prompt, seed) of every imagined episode, and how many episodes the
+    /// model had observed when it imagined them.
+    imagined_requests: Vec<(u32, u64, usize)>,
 }
 impl<P> WorldModel<Domain, P> for Model {
     type Error = Boom;
@@ -99,11 +104,14 @@ impl<P> WorldModel<Domain, P> for Model {
         eps: &[EpisodeRequest<'_, u32>],
     ) -> Result<Vec<Imagined<(u32, usize, u64)>>, Boom> {
         self.imagined += eps.len();
+        let observed = self.observed;
+        self.imagined_requests
+            .extend(eps.iter().map(|e| (*e.prompt, e.seed, observed)));
         Ok(eps
             .iter()
             .map(|e| Imagined {
                 rollout: (*e.prompt, e.sample, e.seed),
-                score: 0.1 * e.sample as f64,
+                score: 0.1 * e.sample as f64 + self.imagine_bias,
             })
             .collect())
     }
@@ -165,6 +173,63 @@ fn each_mode_calls_only_what_it_needs() {
             .count();
         assert_eq!(anchor_samples, anchors * 4, "{mode}");
         assert_eq!(c.step(), 1);
+    }
+}
+
+#[test]
+fn twin_scoring_pairs_anchors_with_imagined_twins() {
+    use wmrl_core::AnchorScoring;
+    for (scoring, mode, twins) in [
+        (AnchorScoring::Replay, Mode::Wmrl, false),
+        (AnchorScoring::Twin, Mode::Wmrl, true),
+        (AnchorScoring::Twin, Mode::WmrlNoDenoise, true),
+        (AnchorScoring::Twin, Mode::WmrlNoDebias, true),
+        (AnchorScoring::Twin, Mode::Ppi, false),
+        (AnchorScoring::Twin, Mode::Real, false),
+        (AnchorScoring::Twin, Mode::WmOnly, false),
+    ] {
+        let (mut learner, mut ex) = (Learner::default(), Executor::default());
+        let mut wm = Model {
+            imagine_bias: 0.5,
+            ..Default::default()
+        };
+        let mut c = Core::new(CoreConfig {
+            mode,
+            groups: 20,
+            group_size: 4,
+            anchor_scoring: scoring,
+            ..CoreConfig::default()
+        })
+        .unwrap();
+        let report = wmrl_core::step(&mut c, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap();
+        let label = format!("{scoring:?} {mode}");
+        let twin_count = if twins { report.executions } else { 0 };
+        assert_eq!(report.twins, twin_count, "{label}");
+        assert_eq!(wm.imagined, report.imagined + twin_count, "{label}");
+        // The executed anchors are still scored and observed.
+        assert_eq!((wm.scored, wm.observed), (report.scored, report.scored));
+        // Each twin has its anchor's prompt and seed and was imagined
+        // before the world model observed any real outcome.
+        let anchors: Vec<(u32, u64, usize)> = learner.batches[0]
+            .samples
+            .iter()
+            .filter(|s| s.stream() == Stream::Anchor)
+            .map(|s| (s.rollout.0, s.rollout.2, 0))
+            .collect();
+        let imagined_twins = &wm.imagined_requests[report.imagined..];
+        if twins {
+            assert_eq!(imagined_twins, &anchors[..], "{label}");
+        } else {
+            assert!(imagined_twins.is_empty(), "{label}");
+        }
+        // The calibrator's pairs carry the twins' (biased) scores.
+        let scores: Vec<f64> = c.calibrator().window().map(|(p, _)| p.score).collect();
+        if mode.mixes_streams() {
+            assert_eq!(scores.len(), report.executions, "{label}");
+            let biased = scores.iter().all(|&s| s >= 0.5);
+            let unbiased = scores.iter().all(|&s| s < 0.5);
+            assert!(if twins { biased } else { unbiased }, "{label}: {scores:?}");
+        }
     }
 }
 

@@ -213,6 +213,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tasks"), "{err}");
+        let err = TrainConfig::parse("[core]\nanchor_scoring = \"twins\"\n", "t.toml", false, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("twins")
+                && err.contains("expected `replay` or `twin`")
+                && err.contains("core.anchor_scoring"),
+            "{err}"
+        );
+        let twin = TrainConfig::parse(
+            "",
+            "t.toml",
+            false,
+            &["core.anchor_scoring=\"twin\"".into()],
+        )
+        .unwrap();
+        assert_eq!(twin.core.anchor_scoring, wmrl_core::AnchorScoring::Twin);
         let json = TrainConfig::parse("{iterations: 2, // JSON5\n}", "t.json5", true, &[]).unwrap();
         assert_eq!(json.iterations, 2);
     }

@@ -652,7 +652,7 @@ mod tests {
     fn overlapped_anchors_give_the_same_run_as_sequential_ones() {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
-        let run = |overlap: bool| {
+        let run = |overlap: bool, scoring: wmrl_core::AnchorScoring| {
             let mut config = TrainConfig::parse(
                 r#"
                 tasks = [5]
@@ -676,7 +676,10 @@ mod tests {
             )
             .unwrap();
             config.overlap_anchors = overlap;
-            let out = dir.path().join(format!("overlap-{overlap}"));
+            config.core.anchor_scoring = scoring;
+            let out = dir
+                .path()
+                .join(format!("overlap-{overlap}-{}", scoring.name()));
             VlaTrainer::new(config, &policy, &wm, &out, tch::Device::Cpu)
                 .unwrap()
                 .run(&mut |_, _| {})
@@ -692,9 +695,25 @@ mod tests {
                 rows,
             )
         };
-        let (sequential, overlapped) = (run(false), run(true));
-        assert_eq!(sequential.1, overlapped.1);
-        assert!(sequential.0 == overlapped.0, "policy weights differ");
+        for scoring in [
+            wmrl_core::AnchorScoring::Replay,
+            wmrl_core::AnchorScoring::Twin,
+        ] {
+            let (sequential, overlapped) = (run(false, scoring), run(true, scoring));
+            assert_eq!(sequential.1, overlapped.1, "{scoring:?}");
+            assert!(
+                sequential.0 == overlapped.0,
+                "{scoring:?}: policy weights differ"
+            );
+            // Twins: one imagined per executed anchor episode.
+            for row in &sequential.1 {
+                let twins = match scoring {
+                    wmrl_core::AnchorScoring::Replay => 0,
+                    wmrl_core::AnchorScoring::Twin => row["core"]["executions"].as_u64().unwrap(),
+                };
+                assert_eq!(row["core"]["twins"], twins, "{scoring:?}: {row}");
+            }
+        }
     }
 
     #[test]

@@ -19,7 +19,11 @@
 //! replayed open-loop through the dynamics from their initial observation,
 //! so each calibration pair carries the dynamics' error. The score on the
 //! real latents (when the executor recorded observations) is kept as a
-//! diagnostic ([`VlaWorldModel::last_real_scores`]).
+//! diagnostic ([`VlaWorldModel::last_real_scores`]). With the core's
+//! `anchor_scoring = "twin"` the calibrator is paired instead with an
+//! imagined twin of each anchor (same prompt and seed, so the same first
+//! chunk): replays show the success head's error on real behaviour, twins
+//! also show what the policy does inside the dynamics.
 //!
 //! **Non-finite values.** An imagined episode whose latent or score becomes
 //! NaN or infinite is dropped, logged with its task, state and seed, and
