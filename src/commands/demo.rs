@@ -313,13 +313,15 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
 /// diagnostics in `metrics.jsonl`). `None` when no iteration reported them.
 fn world_model_stream_line(metrics: &Path) -> anyhow::Result<Option<String>> {
     let rows = wmrl_report::metrics::read_rows(metrics)?;
-    let mean = |key: &dyn Fn(&serde_json::Value) -> Option<f64>| {
-        let values: Vec<f64> = rows.iter().filter_map(key).collect();
+    let mean = |pointer: &str| {
+        let values: Vec<f64> = rows
+            .iter()
+            .filter_map(|row| row.pointer(pointer)?.as_f64())
+            .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
-    let diagnostics = |row: &serde_json::Value| row["core"]["diagnostics"].clone();
-    let weight = mean(&|row| diagnostics(row)["stream_weights"]["world_model"].as_f64());
-    let correlation = mean(&|row| diagnostics(row)["reward_correlation"].as_f64());
+    let weight = mean("/core/diagnostics/stream_weights/world_model");
+    let correlation = mean("/core/diagnostics/reward_correlation");
     let twins = rows
         .iter()
         .any(|row| row["core"]["twins"].as_u64() > Some(0));

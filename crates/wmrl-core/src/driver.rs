@@ -366,6 +366,36 @@ where
     Ok(out)
 }
 
+/// What [`imagine_with_twins`] imagined, each in request order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImaginedWithTwins<R> {
+    /// The world-model groups' rollouts.
+    pub groups: Vec<Imagined<R>>,
+    /// The anchors' twins (empty unless the step pairs twins).
+    pub twins: Vec<Imagined<R>>,
+}
+
+/// Phase 2c with twins: imagines `wm_requests` and the anchors' twins
+/// ([`StepPlan::twin_requests`], none unless the step pairs twins) in one
+/// batch.
+pub fn imagine_with_twins<A, P, W>(
+    world_model: &mut W,
+    policy: &P,
+    plan: &StepPlan<A::Prompt>,
+    wm_requests: &[EpisodeRequest<'_, A::Prompt>],
+) -> Result<ImaginedWithTwins<A::Rollout>>
+where
+    A: Adapter,
+    P: ?Sized,
+    W: WorldModel<A, P>,
+{
+    let mut requests = wm_requests.to_vec();
+    requests.extend(plan.twin_requests());
+    let mut groups = imagine_groups::<A, P, W>(world_model, policy, &requests)?;
+    let twins = groups.split_off(wm_requests.len());
+    Ok(ImaginedWithTwins { groups, twins })
+}
+
 /// Phase 3: assembles every group, runs the core (calibrate, denoise,
 /// advantages) and hands the batch to the learner.
 pub fn finish_step<A, P>(
@@ -469,12 +499,11 @@ where
     )?;
     let wm_requests = plan.requests(false);
     let (imagined, anchor_scores) = if plan.config.pairs_twins() {
-        // The twins are imagined in one batch with the world-model groups,
-        // before the world model observes the real outcomes.
-        let mut requests = wm_requests.clone();
-        requests.extend(plan.twin_requests());
-        let mut imagined = imagine_groups::<A, P, W>(world_model, policy, &requests)?;
-        let twins = imagined.split_off(wm_requests.len());
+        // Twins are imagined before the world model observes the real outcomes.
+        let ImaginedWithTwins {
+            groups: imagined,
+            twins,
+        } = imagine_with_twins::<A, P, W>(world_model, policy, &plan, &wm_requests)?;
         let scores = score_anchors::<A, P, W>(
             world_model,
             &plan,

@@ -35,10 +35,6 @@ pub fn overlapped_step(
             .entered();
     let anchor_requests = plan.requests(true);
     let wm_requests = plan.requests(false);
-    // The anchors' twins (if any) are imagined with the world-model groups,
-    // before the world model observes the real outcomes.
-    let mut imagine_requests = wm_requests.clone();
-    imagine_requests.extend(plan.twin_requests());
     // tch tensors are not `Sync`: the worker gets its own copy of the weights.
     let snapshot: Option<VlaPolicy> = if anchor_requests.is_empty() {
         None
@@ -64,10 +60,13 @@ pub fn overlapped_step(
                 )
             })
         });
-        let imagined = driver::imagine_groups::<VlaAdapter, Learner, _>(
+        // The anchors' twins (if any) are imagined with the world-model
+        // groups, before the world model observes the real outcomes.
+        let imagined = driver::imagine_with_twins::<VlaAdapter, Learner, _>(
             world_model,
             &*learner,
-            &imagine_requests,
+            &plan,
+            &wm_requests,
         );
         let executed = match worker {
             Some(handle) => handle
@@ -80,24 +79,22 @@ pub fn overlapped_step(
         };
         (executed, imagined)
     });
-    let (executed, mut imagined) = (executed?, imagined?);
-    let twins = imagined.split_off(wm_requests.len());
+    let (executed, imagined) = (executed?, imagined?);
     let anchor_scores = driver::score_anchors::<VlaAdapter, Learner, _>(
         world_model,
         &plan,
         &anchor_requests,
         &executed.episodes,
-        twins,
+        imagined.twins,
     )?;
     drop(anchor_requests);
     drop(wm_requests);
-    drop(imagine_requests);
     Ok(driver::finish_step::<VlaAdapter, Learner>(
         core,
         learner,
         plan,
         executed,
         anchor_scores,
-        imagined,
+        imagined.groups,
     )?)
 }
