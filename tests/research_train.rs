@@ -99,6 +99,14 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
         "2 imagined + 2 anchors scored, per step"
     );
     assert_eq!(summary.evaluations.len(), 2);
+    assert!((1..=4).contains(&summary.distinct_executions));
+    assert_eq!(
+        summary.evaluations[1].distinct_executions,
+        summary.distinct_executions
+    );
+    // Every world-model score went through the memory of executed solutions.
+    assert_eq!(summary.recall.queries, 8);
+    assert!(summary.recall.remembered >= summary.distinct_executions as usize);
     let stats = runner.stats();
     assert_eq!(
         stats.requested,
@@ -110,6 +118,8 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     let rows = wmrl_report::metrics::read_rows(&run_dir.join("metrics.jsonl")).unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[2]["executions"], 4);
+    assert_eq!(rows[2]["recall_queries"], 8);
+    assert_eq!(rows[2]["recall_hits"], summary.recall.hits);
     assert!(rows[2]["stream_weights"].is_object());
     assert!(rows[2]["eval_mean_percentile"].as_f64().is_some());
     let anchors = wmrl_report::metrics::read_rows(&run_dir.join("anchors.jsonl")).unwrap();
@@ -151,6 +161,9 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     judge.endpoint.base_url = server.base_url.clone();
     judge.endpoint.retries = 0;
     config.judge = Some(judge);
+    // The judge alone: no solution answered from the memory of executed ones
+    // (the `constant` reference plan renders one text whatever its levels).
+    config.recall_executed = false;
     let run_dir = dir.path().join("run");
     let mut trainer =
         Trainer::new(config, vec![task], runner, rt, tch::Device::Cpu, &run_dir).unwrap();
@@ -163,6 +176,7 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     )
     .unwrap();
     assert_eq!(state["judge"]["calls"], 4);
+    assert_eq!(state["recall"]["hits"], 0);
     assert_eq!(state["judge"]["malformed"], 0);
     assert!(!run_dir.join("checkpoint/world_model.safetensors").exists());
     let rows = wmrl_report::metrics::read_rows(&run_dir.join("metrics.jsonl")).unwrap();

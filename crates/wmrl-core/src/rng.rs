@@ -27,6 +27,8 @@ pub mod purpose {
     pub const ANCHORS: u64 = 1;
     /// Episode seeds of a step.
     pub const EPISODES: u64 = 2;
+    /// The run's rotation of extra anchors over tasks (order and start).
+    pub const ANCHOR_ROTATION: u64 = 3;
 }
 
 /// A ChaCha8 generator for (seed, path).

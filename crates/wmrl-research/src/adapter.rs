@@ -12,6 +12,7 @@
 //!   text model or the LLM judge): imagining is sampling from the policy plus
 //!   scoring the text.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -145,6 +146,7 @@ pub struct SandboxExecutor {
     runner: SolutionRunner,
     runtime: Arc<tokio::runtime::Runtime>,
     log: Option<wmrl_report::MetricsSink>,
+    distinct: HashSet<String>,
 }
 
 impl SandboxExecutor {
@@ -160,7 +162,14 @@ impl SandboxExecutor {
             runner,
             runtime,
             log,
+            distinct: HashSet::new(),
         }
+    }
+
+    /// Distinct solutions (by cache key: task and text) among the anchor
+    /// executions so far: what a deduplicating executor would have run.
+    pub fn distinct_executions(&self) -> u64 {
+        self.distinct.len() as u64
     }
 
     /// The runner (its counters tell executions requested and run).
@@ -192,6 +201,7 @@ impl<P: SolutionSampler + ?Sized> AnchorExecutor<ResearchAdapter, P> for Sandbox
         for (solution, record) in solutions.into_iter().zip(records) {
             match record {
                 Ok(record) => {
+                    self.distinct.insert(record.key.clone());
                     if let Some(log) = &mut self.log {
                         let row = AnchorLogRow {
                             task: self.tasks[solution.task].id(),

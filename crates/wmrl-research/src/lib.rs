@@ -12,6 +12,8 @@
 //!   solution-text hash.
 //! - [`adapter`]: the core's seams for this domain (adapter, sandbox anchor
 //!   executor, text world model over a [`adapter::TextScorer`]).
+//! - [`recall`]: the world model's memory: solutions already executed are
+//!   answered with their real reward, new ones by the learned scorer.
 //! - [`openai`]: an OpenAI-compatible chat client with retries; [`judge`]:
 //!   the LLM judge world model; [`sampler`]: an LLM as policy, exporting
 //!   GRPO batches as JSONL.
@@ -29,6 +31,7 @@ pub mod openai;
 pub mod plan;
 pub mod policy;
 pub mod python;
+pub mod recall;
 pub mod sampler;
 pub mod submission;
 pub mod suite;

@@ -230,6 +230,28 @@ impl Task {
         })
     }
 
+    /// An in-memory classification task with id `id` and no data, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: &str) -> Self {
+        Self {
+            dir: PathBuf::from(id),
+            spec: TaskSpec {
+                id: id.to_string(),
+                title: id.to_string(),
+                metric: "accuracy".into(),
+                direction: Direction::Higher,
+                id_column: default_id(),
+                target_column: default_target(),
+                classes: vec!["a".into(), "b".into()],
+            },
+            metric: Metric::Accuracy,
+            description: String::new(),
+            test_ids: Vec::new(),
+            answers: HashMap::new(),
+            leaderboard: None,
+        }
+    }
+
     /// The task's id.
     pub fn id(&self) -> &str {
         &self.spec.id

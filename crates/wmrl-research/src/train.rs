@@ -33,6 +33,7 @@ use crate::adapter::{
 use crate::executor::SolutionRunner;
 use crate::judge::{JudgeConfig, LlmJudge};
 use crate::policy::{PlanPolicy, PlanPolicyConfig};
+use crate::recall::{Recall, RecallStats};
 use crate::suite::references;
 use crate::task::Task;
 use crate::textmodel::{TextModel, TextModelConfig};
@@ -56,6 +57,10 @@ pub struct TrainConfig {
     pub world_model: TextModelConfig,
     /// Pre-train the world model on the reference solutions' outcomes (default: true).
     pub pretrain_on_references: bool,
+    /// Answer solutions this run has executed (and, with
+    /// `pretrain_on_references`, the reference solutions) with their real
+    /// reward instead of a prediction ([`crate::recall`]; default: true).
+    pub recall_executed: bool,
     /// Score with an LLM judge instead of the text model (default: none).
     /// A relative `pending_path` is taken inside the run folder.
     pub judge: Option<JudgeConfig>,
@@ -77,6 +82,7 @@ impl Default for TrainConfig {
             policy: PlanPolicyConfig::default(),
             world_model: TextModelConfig::default(),
             pretrain_on_references: true,
+            recall_executed: true,
             judge: None,
         }
     }
@@ -89,6 +95,9 @@ pub struct Evaluation {
     pub step: u64,
     /// Real training executions so far (logical: cache hits count).
     pub executions: u64,
+    /// Of those, distinct solutions (each counted once).
+    #[serde(default)]
+    pub distinct_executions: u64,
     /// Mean leaderboard percentile over tasks of sampled solutions, in [0, 1].
     pub mean_percentile: f64,
     /// Per task, in task order.
@@ -106,12 +115,18 @@ pub struct TrainSummary {
     pub evaluations: Vec<Evaluation>,
     /// Real training executions (logical).
     pub executions: u64,
+    /// Of those, distinct solutions.
+    #[serde(default)]
+    pub distinct_executions: u64,
     /// World-model scores (imagined + anchors scored).
     pub world_model_calls: u64,
     /// Sandbox runs actually made by this run (training and evaluation; the rest came from the cache).
     pub sandbox_runs: u64,
     /// Executions answered from the cache.
     pub cache_hits: u64,
+    /// World-model scores answered from the memory of executed solutions.
+    #[serde(default)]
+    pub recall: RecallStats,
     /// The run folder.
     pub run_dir: PathBuf,
 }
@@ -146,7 +161,7 @@ pub struct Trainer {
     core: Core,
     adapter: ResearchAdapter,
     policy: PlanPolicy,
-    world_model: TextWorldModel<Scorer>,
+    world_model: TextWorldModel<Recall<Scorer>>,
     executor: SandboxExecutor,
     metrics: wmrl_report::MetricsSink,
     run_dir: PathBuf,
@@ -217,11 +232,8 @@ impl Trainer {
             },
             device,
         )?;
-        if config.judge.is_none()
-            && config.pretrain_on_references
-            && config.core.mode.uses_world_model()
-        {
-            let mut examples = Vec::new();
+        let mut examples = Vec::new();
+        if config.pretrain_on_references && config.core.mode.uses_world_model() {
             for task in adapter.tasks().iter() {
                 let board = task
                     .leaderboard
@@ -237,6 +249,8 @@ impl Trainer {
                     }
                 }
             }
+        }
+        if config.judge.is_none() && !examples.is_empty() {
             let items: Vec<(&str, &str, f64)> = examples
                 .iter()
                 .map(|(t, s, r)| (t.as_str(), s.as_str(), *r))
@@ -250,6 +264,10 @@ impl Trainer {
             Some(judge) => Scorer::Judge(LlmJudge::new(judge.clone())),
             None => Scorer::Text(text),
         };
+        let mut scorer = Recall::new(scorer, config.recall_executed);
+        for (task, text, reward) in &examples {
+            scorer.remember(task, text, *reward);
+        }
         let world_model = TextWorldModel::new(&adapter, scorer);
         let anchors = wmrl_report::MetricsSink::append(&run_dir.join("anchors.jsonl"))?;
         let executor = SandboxExecutor::new(&adapter, runner, runtime, Some(anchors));
@@ -292,6 +310,7 @@ impl Trainer {
         Ok(Evaluation {
             step,
             executions: self.executions,
+            distinct_executions: self.executor.distinct_executions(),
             mean_percentile,
             per_task,
         })
@@ -325,10 +344,14 @@ impl Trainer {
             row["step"] = step.into();
             row["mode"] = self.config.core.mode.name().into();
             row["executions"] = self.executions.into();
+            row["distinct_executions"] = self.executor.distinct_executions().into();
             row["step_seconds"] = started.elapsed().as_secs_f64().into();
             let stats = self.executor.runner().stats();
             row["sandbox_runs"] = stats.sandbox_runs.into();
             row["cache_hits"] = stats.cache_hits.into();
+            let recall = self.world_model.scorer().stats();
+            row["recall_queries"] = recall.queries.into();
+            row["recall_hits"] = recall.hits.into();
             if step % self.config.eval_every.max(1) == 0 || step == self.config.steps {
                 let eval = self.evaluate(step)?;
                 row["eval_mean_percentile"] = eval.mean_percentile.into();
@@ -346,9 +369,11 @@ impl Trainer {
             seed: self.config.core.seed,
             evaluations: self.evaluations.clone(),
             executions: self.executions,
+            distinct_executions: self.executor.distinct_executions(),
             world_model_calls: self.world_model_calls,
             sandbox_runs: stats.sandbox_runs,
             cache_hits: stats.cache_hits,
+            recall: self.world_model.scorer().stats(),
             run_dir: self.run_dir.clone(),
         })
     }
@@ -370,7 +395,7 @@ impl Trainer {
             })
         };
         atomic("policy.safetensors", &|p| self.policy.save(p))?;
-        let judge = match self.world_model.scorer() {
+        let judge = match self.world_model.scorer().inner() {
             Scorer::Text(model) => {
                 atomic("world_model.safetensors", &|p| model.save(p))?;
                 None
@@ -386,6 +411,7 @@ impl Trainer {
                 "step": self.core.step(),
                 "executions": self.executions,
                 "world_model_calls": self.world_model_calls,
+                "recall": self.world_model.scorer().stats(),
                 "calibrator": self.core.calibrator(),
                 "evaluations": self.evaluations,
                 "judge": judge,

@@ -174,6 +174,32 @@ struct ModeResult {
     /// are within evaluation noise of each other).
     executions_to_reach_95: Option<f64>,
     fewer_executions_than_real_95: Option<f64>,
+    /// The seed-mean curve against distinct solutions executed (each
+    /// solution counted once: what a deduplicating executor would run).
+    distinct_curve: Vec<(f64, f64)>,
+    /// Distinct solutions executed by the end (seed mean).
+    distinct_executions: f64,
+    /// Distinct executions to reach `real`'s final gain, and `real`'s own
+    /// distinct executions to it over this mode's.
+    distinct_to_reach_real: Option<f64>,
+    fewer_distinct_than_real: Option<f64>,
+}
+
+/// Executions (by `real`, by `mine`) to reach `target` on seed-mean curves, and their ratio.
+fn crossing_ratio(
+    real: &[(f64, f64)],
+    mine: &[(f64, f64)],
+    target: f64,
+) -> (Option<f64>, Option<f64>) {
+    let (a, b) = (
+        wmrl_report::first_crossing(real, target),
+        wmrl_report::first_crossing(mine, target),
+    );
+    let ratio = match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    (b, ratio)
 }
 
 /// The default research training config with `KEY=VALUE` overrides applied
@@ -243,17 +269,21 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     let mut results: Vec<ModeResult> = Vec::new();
     for &mode in &args.modes {
         let mine: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
-        let curve = wmrl_report::seed_mean(
-            &mine
-                .iter()
-                .map(|r| {
-                    r.evaluations
-                        .iter()
-                        .map(|e| (e.executions as f64, e.mean_percentile))
-                        .collect()
-                })
-                .collect::<Vec<_>>(),
-        );
+        let seed_mean = |x: &dyn Fn(&wmrl_research::train::Evaluation) -> u64| {
+            wmrl_report::seed_mean(
+                &mine
+                    .iter()
+                    .map(|r| {
+                        r.evaluations
+                            .iter()
+                            .map(|e| (x(e) as f64, e.mean_percentile))
+                            .collect()
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let curve = seed_mean(&|e| e.executions);
+        let distinct_curve = seed_mean(&|e| e.distinct_executions);
         let initial = curve.first().map_or(0.0, |p| p.1);
         let last = curve.last().map_or(0.0, |p| p.1);
         results.push(ModeResult {
@@ -267,28 +297,33 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             fewer_executions_than_real: None,
             executions_to_reach_95: None,
             fewer_executions_than_real_95: None,
+            distinct_executions: distinct_curve.last().map_or(0.0, |p| p.0),
+            distinct_curve,
+            distinct_to_reach_real: None,
+            fewer_distinct_than_real: None,
         });
     }
-    if let Some((initial, gain, curve)) = results
+    if let Some((initial, gain, curve, distinct_curve)) = results
         .iter()
         .find(|r| r.mode == "real")
-        .map(|r| (r.initial, r.improvement, r.curve.clone()))
-        .filter(|(_, gain, _)| *gain > 0.0)
+        .map(|r| {
+            (
+                r.initial,
+                r.improvement,
+                r.curve.clone(),
+                r.distinct_curve.clone(),
+            )
+        })
+        .filter(|(_, gain, _, _)| *gain > 0.0)
     {
-        let ratio = |real: Option<f64>, mine: Option<f64>| match (real, mine) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
         let (full, near) = (initial + gain, initial + 0.95 * gain);
-        let (real_full, real_near) = (
-            wmrl_report::first_crossing(&curve, full),
-            wmrl_report::first_crossing(&curve, near),
-        );
         for r in &mut results {
-            r.executions_to_reach_real = wmrl_report::first_crossing(&r.curve, full);
-            r.fewer_executions_than_real = ratio(real_full, r.executions_to_reach_real);
-            r.executions_to_reach_95 = wmrl_report::first_crossing(&r.curve, near);
-            r.fewer_executions_than_real_95 = ratio(real_near, r.executions_to_reach_95);
+            (r.executions_to_reach_real, r.fewer_executions_than_real) =
+                crossing_ratio(&curve, &r.curve, full);
+            (r.executions_to_reach_95, r.fewer_executions_than_real_95) =
+                crossing_ratio(&curve, &r.curve, near);
+            (r.distinct_to_reach_real, r.fewer_distinct_than_real) =
+                crossing_ratio(&distinct_curve, &r.distinct_curve, full);
         }
     }
     let plot = wmrl_report::LinePlot {
@@ -355,6 +390,20 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             times(r.fewer_executions_than_real),
             count(r.executions_to_reach_95),
             times(r.fewer_executions_than_real_95),
+        );
+    }
+    println!("counting each distinct solution once (what a deduplicating executor would run):");
+    println!(
+        "{:<16} {:>10} {:>14} {:>8}",
+        "mode", "distinct", "to real's gain", "fewer x"
+    );
+    for r in &results {
+        println!(
+            "{:<16} {:>10.0} {:>14} {:>8}",
+            r.mode,
+            r.distinct_executions,
+            count(r.distinct_to_reach_real),
+            times(r.fewer_distinct_than_real),
         );
     }
     println!("plot: {}", out.join("experiment.png").display());
