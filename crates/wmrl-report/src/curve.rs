@@ -1,5 +1,6 @@
-//! Learning curves summarised over seeds: the seed-mean curve, and where a
-//! curve first reaches a level (the "executions to target" of an experiment).
+//! Learning curves summarised over seeds: the seed-mean curve, where a
+//! curve first reaches a level (the "executions to target" of an experiment),
+//! and the mean ± standard error of a figure over seeds.
 //!
 //! A curve is a list of `(x, y)` evaluations in training order: `x` is the
 //! budget spent so far (real environment steps, sandbox executions, seconds),
@@ -7,6 +8,35 @@
 //! to-target figures from the seed-mean curve, interpolated between
 //! evaluations, so that one lucky evaluation of one seed does not decide the
 //! figure and coarse evaluation spacing does not quantise it.
+
+/// Mean and standard error over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MeanSe {
+    /// Mean.
+    pub mean: f64,
+    /// Standard error of the mean (0 with one value).
+    pub se: f64,
+    /// Values averaged.
+    pub n: usize,
+}
+
+impl MeanSe {
+    /// Of `values`; `None` when empty.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let se = if n > 1 {
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            (var / n as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Self { mean, se, n })
+    }
+}
 
 /// The pointwise mean of `curves` (the i-th point is the mean of every
 /// curve's i-th point), cut to the shortest curve; empty without curves.
@@ -46,6 +76,15 @@ pub fn first_crossing(curve: &[(f64, f64)], level: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mean_and_standard_error_over_seeds() {
+        let m = MeanSe::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((m.mean, m.n), (2.0, 3));
+        assert!((m.se - (1.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_eq!(MeanSe::of(&[0.4]).unwrap().se, 0.0);
+        assert!(MeanSe::of(&[]).is_none());
+    }
 
     #[test]
     fn first_crossing_interpolates_between_evaluations() {

@@ -15,7 +15,10 @@
 //! their percentiles): no sandbox run beyond task construction. With
 //! [`TrainConfig::judge`] set, an LLM judge behind an OpenAI-compatible
 //! endpoint scores the solutions instead ([`crate::judge`]); the core
-//! calibrates and denoises its scores exactly as the text model's. Artefacts in the run folder: `config.json`,
+//! calibrates and denoises its scores exactly as the text model's. Either
+//! scorer sits behind [`crate::recall::Recall`]: a solution the run has
+//! executed (or a reference solution) is answered with its real reward.
+//! Artefacts in the run folder: `config.json`,
 //! `metrics.jsonl` (one row per step), `anchors.jsonl` (every real
 //! execution), `percentile.png`, `checkpoint/{policy,world_model}.safetensors`
 //! and `checkpoint/state.json`.

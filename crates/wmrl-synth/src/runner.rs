@@ -181,14 +181,9 @@ impl BenchmarkResult {
     }
 }
 
+/// Mean and standard error over seeds (NaN without seeds).
 fn mean_se(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    if xs.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
+    wmrl_report::MeanSe::of(xs).map_or((f64::NAN, 0.0), |m| (m.mean, m.se))
 }
 
 fn mean_curve(mode: Mode, runs: &[&RunResult]) -> Curve {

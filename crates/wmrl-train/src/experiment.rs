@@ -48,34 +48,7 @@ pub struct ExperimentPlan {
     pub target: Option<f64>,
 }
 
-/// Mean and standard error over seeds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MeanSe {
-    /// Mean.
-    pub mean: f64,
-    /// Standard error of the mean (0 with one value).
-    pub se: f64,
-    /// Values averaged.
-    pub n: usize,
-}
-
-impl MeanSe {
-    /// Of `values`; `None` when empty.
-    pub fn of(values: &[f64]) -> Option<Self> {
-        let n = values.len();
-        if n == 0 {
-            return None;
-        }
-        let mean = values.iter().sum::<f64>() / n as f64;
-        let se = if n > 1 {
-            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            (var / n as f64).sqrt()
-        } else {
-            0.0
-        };
-        Some(Self { mean, se, n })
-    }
-}
+pub use wmrl_report::MeanSe;
 
 /// One mode's row of the table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -163,6 +163,8 @@ struct ModeResult {
     curve: Vec<(f64, f64)>,
     initial: f64,
     last: f64,
+    /// Final mean percentile over seeds, with its standard error.
+    final_percentile: wmrl_report::MeanSe,
     improvement: f64,
     executions: f64,
     /// Executions at which the seed-mean curve first reaches `real`'s final
@@ -290,6 +292,13 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
             mode: mode.name().into(),
             executions: curve.last().map_or(0.0, |p| p.0),
             improvement: last - initial,
+            final_percentile: wmrl_report::MeanSe::of(
+                &mine
+                    .iter()
+                    .filter_map(|r| r.evaluations.last().map(|e| e.mean_percentile))
+                    .collect::<Vec<_>>(),
+            )
+            .context("a mode without runs")?,
             initial,
             last,
             curve,
@@ -365,10 +374,10 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         return Ok(());
     }
     println!(
-        "{:<16} {:>6} {:>6} {:>6} {:>10} {:>14} {:>8} {:>14} {:>8}",
+        "{:<16} {:>6} {:>12} {:>6} {:>10} {:>14} {:>8} {:>14} {:>8}",
         "mode",
         "start",
-        "end",
+        "end ± se",
         "gain",
         "executions",
         "to real's gain",
@@ -380,10 +389,14 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     let times = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
     for r in &results {
         println!(
-            "{:<16} {:>6.1} {:>6.1} {:>6.1} {:>10.0} {:>14} {:>8} {:>14} {:>8}",
+            "{:<16} {:>6.1} {:>12} {:>6.1} {:>10.0} {:>14} {:>8} {:>14} {:>8}",
             r.mode,
             100.0 * r.initial,
-            100.0 * r.last,
+            format!(
+                "{:.1} ± {:.1}",
+                100.0 * r.final_percentile.mean,
+                100.0 * r.final_percentile.se
+            ),
             100.0 * r.improvement,
             r.executions,
             count(r.executions_to_reach_real),
