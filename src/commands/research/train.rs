@@ -187,7 +187,9 @@ struct ModeResult {
     fewer_distinct_than_real: Option<f64>,
 }
 
-/// Executions (by `real`, by `mine`) to reach `target` on seed-mean curves, and their ratio.
+/// Where the seed-mean curve `mine` first reaches `target`, and how many
+/// times fewer executions that is than `real` needs (`None` where either
+/// never reaches it).
 fn crossing_ratio(
     real: &[(f64, f64)],
     mine: &[(f64, f64)],
