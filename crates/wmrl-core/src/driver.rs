@@ -498,30 +498,26 @@ where
         plan.config.max_attempts,
     )?;
     let wm_requests = plan.requests(false);
+    let score = |world_model: &mut W, twins| {
+        score_anchors::<A, P, W>(
+            world_model,
+            &plan,
+            &anchor_requests,
+            &executed.episodes,
+            twins,
+        )
+    };
     let (imagined, anchor_scores) = if plan.config.pairs_twins() {
         // Twins are imagined before the world model observes the real outcomes.
-        let ImaginedWithTwins {
-            groups: imagined,
-            twins,
-        } = imagine_with_twins::<A, P, W>(world_model, policy, &plan, &wm_requests)?;
-        let scores = score_anchors::<A, P, W>(
-            world_model,
-            &plan,
-            &anchor_requests,
-            &executed.episodes,
-            twins,
-        )?;
-        (imagined, scores)
+        let ImaginedWithTwins { groups, twins } =
+            imagine_with_twins::<A, P, W>(world_model, policy, &plan, &wm_requests)?;
+        (groups, score(world_model, twins)?)
     } else {
-        let scores = score_anchors::<A, P, W>(
-            world_model,
-            &plan,
-            &anchor_requests,
-            &executed.episodes,
-            Vec::new(),
-        )?;
-        let imagined = imagine_groups::<A, P, W>(world_model, policy, &wm_requests)?;
-        (imagined, scores)
+        // Scored (and observed) first: an adapter's world model may learn
+        // from the anchors before it imagines.
+        let scores = score(world_model, Vec::new())?;
+        let groups = imagine_groups::<A, P, W>(world_model, policy, &wm_requests)?;
+        (groups, scores)
     };
     drop(anchor_requests);
     drop(wm_requests);

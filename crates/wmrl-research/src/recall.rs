@@ -42,7 +42,8 @@ pub struct RecallStats {
 pub struct Recall<S> {
     inner: S,
     enabled: bool,
-    known: HashMap<(String, String), (f64, u32)>,
+    /// Per task id, per solution text: (sum of real rewards, executions).
+    known: HashMap<String, HashMap<String, (f64, u32)>>,
     queries: u64,
     hits: u64,
 }
@@ -70,7 +71,9 @@ impl<S> Recall<S> {
     pub fn remember(&mut self, task: &str, text: &str, reward: f64) {
         let entry = self
             .known
-            .entry((task.to_string(), text.to_string()))
+            .entry(task.to_string())
+            .or_default()
+            .entry(text.to_string())
             .or_insert((0.0, 0));
         entry.0 += reward;
         entry.1 += 1;
@@ -79,7 +82,8 @@ impl<S> Recall<S> {
     /// The mean real reward of `text` on `task`, if it was executed.
     pub fn recall(&self, task: &str, text: &str) -> Option<f64> {
         self.known
-            .get(&(task.to_string(), text.to_string()))
+            .get(task)?
+            .get(text)
             .map(|&(sum, n)| sum / f64::from(n))
     }
 
@@ -88,7 +92,7 @@ impl<S> Recall<S> {
         RecallStats {
             queries: self.queries,
             hits: self.hits,
-            remembered: self.known.len(),
+            remembered: self.known.values().map(HashMap::len).sum(),
         }
     }
 }
