@@ -93,6 +93,7 @@ impl Sizes {
                 "core.group_size=2",
                 "core.anchor_ratio=0.5",
                 "core.calibrator.min_pairs=2",
+                "imagine_prefix_chunks=1",
             ]),
         }
     }
@@ -131,11 +132,22 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let config = TrainConfig::load(Some(Path::new("demo")), &overrides)?;
     let instruction = wmrl_sim::task(DEMO_TASK)?.instruction;
     if !global.json {
+        let replaced = if config.imagine_prefix_chunks > 0 {
+            format!(
+                "imagining {:.0}% of the episodes after their first {} chunks",
+                100.0 * (1.0 - config.core.anchor_ratio),
+                config.imagine_prefix_chunks
+            )
+        } else {
+            format!(
+                "replacing {:.0}% of the real executions",
+                100.0 * (1.0 - config.core.anchor_ratio)
+            )
+        };
         println!(
             "WMRL demo: post-train a vision-language-action policy on LIBERO-Long task {DEMO_TASK} \
-             (\"{instruction}\") in the embedded rapier simulator, with a learned world model replacing \
-             {:.0}% of the real executions.",
-            100.0 * (1.0 - config.core.anchor_ratio)
+             (\"{instruction}\") in the embedded rapier simulator, with a learned world model \
+             {replaced}."
         );
     }
     // Each stage is the CLI command of the same name and prints its summary.
@@ -284,10 +296,19 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
             e.env_steps
         );
     }
+    let imagined = if trainer.config().imagine_prefix_chunks > 0 {
+        format!(
+            "imagined episodes {} (each after {} executed chunks: {} of the real steps)",
+            summary.imagined,
+            trainer.config().imagine_prefix_chunks,
+            summary.prefix_env_steps
+        )
+    } else {
+        format!("imagined episodes {}", summary.imagined)
+    };
     println!(
-        "real episodes {}, imagined episodes {}, {:.0} s of training; demo total {:.0} s",
+        "real episodes {}, {imagined}, {:.0} s of training; demo total {:.0} s",
         summary.executions,
-        summary.imagined,
         summary.train_seconds,
         started.elapsed().as_secs_f64()
     );

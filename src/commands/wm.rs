@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use wmrl_report::plot::{LinePlot, Series, SeriesStyle};
 use wmrl_vla::VlaPolicy;
 use wmrl_vla::demos::dataset;
 use wmrl_vla::sim::{self, SimExecutorOptions};
 use wmrl_wm::collect::{RolloutPlan, collect_rollouts};
-use wmrl_wm::quality::{reliability_plot, score_quality};
+use wmrl_wm::fidelity::{BranchFidelity, branch_fidelity};
+use wmrl_wm::quality::{reliability_plot, score_quality, within_group_correlation};
 use wmrl_wm::trajectory::{self, Dims};
 use wmrl_wm::{LatentTrajectory, LatentWorldModel, WmConfig, checkpoint, episodes};
 
@@ -109,6 +111,29 @@ pub struct EvalArgs {
     /// Output folder for wm_eval.json and reliability.png (default: WM/eval).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also imagine the policy in closed loop from the real state at these
+    /// chunk boundaries of each held-out episode (0: its initial
+    /// observation, as training imagines) and score the branches against
+    /// the real outcomes, e.g. `--branch-depths 0,8,16,24`; writes
+    /// branches.png.
+    #[arg(long, value_delimiter = ',')]
+    pub branch_depths: Vec<usize>,
+    /// Imagined continuations per episode and depth (their mean score is
+    /// the episode's).
+    #[arg(long, default_value_t = 4)]
+    pub branch_samples: usize,
+    /// Sampling temperature of the branches (default: the world model's
+    /// `imagine.temperature`; `wmrl train` uses its executor's).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Control steps an episode may last, the branches' horizon (default:
+    /// the world model's `imagine.horizon_steps`; `wmrl train` uses its
+    /// executor's `max_steps`).
+    #[arg(long)]
+    pub horizon_steps: Option<usize>,
+    /// Seed of the branches' action sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 pub fn run(global: &GlobalArgs, args: WmArgs) -> anyhow::Result<()> {
@@ -300,8 +325,23 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     let policy = load_policy(global, &args.policy)?;
     let dims = Dims::of(&policy);
     let encoder = policy.encoder_fingerprint();
-    let model = checkpoint::load(&args.wm, &dims, Some(&encoder), policy.device())
+    let mut model = checkpoint::load(&args.wm, &dims, Some(&encoder), policy.device())
         .with_context(|| format!("loading the world model {}", args.wm.display()))?;
+    if let Some(t) = args.temperature {
+        if !(t.is_finite() && t > 0.0) {
+            bail!("--temperature must be a positive number, got {t}");
+        }
+        model.imagine_config_mut().temperature = t;
+    }
+    if let Some(h) = args.horizon_steps {
+        if h == 0 {
+            bail!("--horizon-steps must be at least 1");
+        }
+        model.imagine_config_mut().horizon_steps = h;
+    }
+    if args.branch_samples == 0 {
+        bail!("--branch-samples must be at least 1");
+    }
     let mut data = Vec::new();
     for file in &args.episodes {
         data.extend(episodes::read(file, &dims, Some(&encoder))?);
@@ -329,6 +369,7 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
             ("real latents (diagnostic)", &q_real),
         ],
     )?;
+    let branches = branch_report(&model, &policy, &refs, &args, &out)?;
     let json = serde_json::json!({
         "world_model": args.wm,
         "policy": args.policy,
@@ -336,6 +377,11 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         "demos": args.demos,
         "score": q_replay,
         "score_on_real_latents": q_real,
+        "within_state_correlation": {
+            "replay": within_group_correlation(&replay, &binary(&outcomes), &states(&data)),
+            "real_latents": within_group_correlation(&real, &binary(&outcomes), &states(&data)),
+        },
+        "branches": branches,
     });
     wmrl_report::write_json_atomic(&out.join("wm_eval.json"), &json)?;
     if global.json {
@@ -363,7 +409,110 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
                 q.noise
             );
         }
+        let rho = |v: Option<f64>| v.map_or("n/a".into(), |r| format!("{r:+.3}"));
+        println!(
+            "within-state ρ    : open-loop replay {}, real latents {}",
+            rho(within_group_correlation(
+                &replay,
+                &binary(&outcomes),
+                &states(&data)
+            )),
+            rho(within_group_correlation(
+                &real,
+                &binary(&outcomes),
+                &states(&data)
+            )),
+        );
+        if !branches.is_empty() {
+            println!(
+                "imagination branched from the real state at chunk k ({} samples each):",
+                args.branch_samples
+            );
+            println!("    k  episodes  real  mean ŝ  chunks  AUROC    ρ   within-state ρ");
+            for b in &branches {
+                println!(
+                    "{:>5}  {:>8}  {:>4.0}%  {:>6.3}  {:>6.1}  {:>5}  {:>6}  {:>6}",
+                    b.depth,
+                    b.episodes,
+                    100.0 * b.success_rate,
+                    b.mean_score,
+                    b.mean_imagined_chunks,
+                    b.auroc.map_or("n/a".into(), |a| format!("{a:.3}")),
+                    rho(b.correlation),
+                    rho(b.within_state_correlation),
+                );
+            }
+        }
         println!("report, plot      : {}", out.display());
     }
     Ok(())
+}
+
+fn binary(outcomes: &[bool]) -> Vec<f64> {
+    outcomes.iter().map(|&o| f64::from(u8::from(o))).collect()
+}
+
+fn states(data: &[LatentTrajectory]) -> Vec<(usize, usize)> {
+    data.iter().map(|e| (e.task_index, e.state_index)).collect()
+}
+
+/// `wmrl wm eval --branch-depths`: branch fidelity at each depth, and a
+/// plot of AUROC and correlations against depth.
+fn branch_report(
+    model: &LatentWorldModel,
+    policy: &VlaPolicy,
+    data: &[&LatentTrajectory],
+    args: &EvalArgs,
+    out: &Path,
+) -> anyhow::Result<Vec<BranchFidelity>> {
+    if args.branch_depths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let instruction = |task: usize| wmrl_sim::task(task).ok().map(|t| t.instruction);
+    let progress = bar(args.branch_depths.len() as u64, "depths");
+    let mut branches = Vec::new();
+    for &depth in &args.branch_depths {
+        let b = branch_fidelity(
+            model,
+            policy,
+            data,
+            &instruction,
+            depth,
+            args.branch_samples,
+            args.seed,
+        )
+        .with_context(|| format!("imagining branches at chunk {depth}"))?;
+        if b.episodes == 0 {
+            bail!("--branch-depths {depth}: no held-out episode lasts more than {depth} chunks");
+        }
+        branches.push(b);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let line = |name: &str, f: &dyn Fn(&BranchFidelity) -> Option<f64>| {
+        Series::line(
+            name,
+            branches
+                .iter()
+                .filter_map(|b| f(b).map(|v| (b.depth as f64, v)))
+                .collect(),
+        )
+        .with_style(SeriesStyle::LineWithMarkers)
+    };
+    LinePlot {
+        title: "Imagination branched from real states: score against real outcome".into(),
+        x_label: "branch point (chunks executed for real)".into(),
+        y_label: "AUROC / correlation".into(),
+        series: vec![
+            line("AUROC", &|b| b.auroc),
+            line("correlation", &|b| b.correlation),
+            line("within-state correlation (GRPO's signal)", &|b| {
+                b.within_state_correlation
+            }),
+        ],
+        y_range: Some((-0.5, 1.0)),
+        ..Default::default()
+    }
+    .write_png(&out.join("branches.png"))?;
+    Ok(branches)
 }

@@ -10,7 +10,7 @@
 //! figure and coarse evaluation spacing does not quantise it.
 
 /// Mean and standard error over seeds.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MeanSe {
     /// Mean.
     pub mean: f64,

@@ -53,6 +53,14 @@ pub struct TrainConfig {
     pub executor: ExecutorSettings,
     /// Imagined control steps per episode (default: the executor's `max_steps`).
     pub imagine_steps: Option<usize>,
+    /// Branched imagination: execute the first this many chunks of every
+    /// imagined episode in the simulator and imagine only the rest from the
+    /// real state reached (default 0: imagine whole episodes). The prefixes'
+    /// control steps count as real environment steps; the learner trains
+    /// on the executed chunks only. Needs `core.anchor_scoring = "twin"`
+    /// (twins run their own prefixes, so anchors are scored as imagined
+    /// episodes are) and a mode other than `ppi`.
+    pub imagine_prefix_chunks: usize,
     /// Execute the anchor groups in the simulator on a worker thread while the
     /// world model imagines the others (default: true). Same results either
     /// way; only the wall-clock differs.
@@ -79,6 +87,7 @@ impl Default for TrainConfig {
             grpo: GrpoConfig::default(),
             executor: ExecutorSettings::default(),
             imagine_steps: None,
+            imagine_prefix_chunks: 0,
             overlap_anchors: true,
             checkpoint_every: 1,
         }
@@ -107,6 +116,28 @@ impl TrainConfig {
         }
         if self.executor.envs == 0 || self.executor.max_steps == 0 {
             return bad("executor", "envs and max_steps must be at least 1".into());
+        }
+        if self.imagine_prefix_chunks > 0 {
+            if self.core.mode == wmrl_core::Mode::Ppi {
+                return bad(
+                    "imagine_prefix_chunks",
+                    format!(
+                        "expected 0 with mode `ppi`, found {} (ppi pairs anchors with replays of whole episodes; branched imagination needs twins)",
+                        self.imagine_prefix_chunks
+                    ),
+                );
+            }
+            if self.core.mode.mixes_streams()
+                && self.core.anchor_scoring != wmrl_core::AnchorScoring::Twin
+            {
+                return bad(
+                    "imagine_prefix_chunks",
+                    format!(
+                        "{} needs core.anchor_scoring = \"twin\" (twins run their own prefixes, so anchors are scored as imagined episodes are); found {:?}",
+                        self.imagine_prefix_chunks, self.core.anchor_scoring
+                    ),
+                );
+            }
         }
         if self.eval_states == 0 || self.eval_states > 50 {
             return bad(
@@ -192,6 +223,32 @@ impl TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn branched_imagination_needs_twin_pairing() {
+        let with = |mode: &str, scoring: &str| {
+            TrainConfig::parse(
+                &format!(
+                    "imagine_prefix_chunks = 4\n[core]\nmode = \"{mode}\"\nanchor_scoring = \"{scoring}\"\n"
+                ),
+                "run.toml",
+                false,
+                &[],
+            )
+        };
+        assert!(with("wmrl", "twin").is_ok());
+        assert!(with("wm-only", "replay").is_ok(), "no anchors to pair");
+        let err = with("wmrl", "replay").unwrap_err().to_string();
+        assert!(
+            err.contains("imagine_prefix_chunks") && err.contains("twin"),
+            "{err}"
+        );
+        let err = with("ppi", "twin").unwrap_err().to_string();
+        assert!(
+            err.contains("imagine_prefix_chunks") && err.contains("ppi"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn unknown_keys_name_the_key_and_overrides_apply() {

@@ -65,6 +65,9 @@ pub struct ModeRow {
     pub final_per_task: Vec<MeanSe>,
     /// Real environment steps of the whole run.
     pub env_steps: MeanSe,
+    /// Of those, branched imagination's executed prefixes.
+    #[serde(default)]
+    pub prefix_env_steps: MeanSe,
     /// Training wall-clock seconds of the whole run.
     pub train_seconds: MeanSe,
     /// Real environment steps at which the seed-mean curve reaches the target.
@@ -164,6 +167,7 @@ impl ExperimentReport {
                         .map(|i| of(&|r| last(r).and_then(|e| e.per_task.get(i).copied())))
                         .collect(),
                     env_steps: of(&|r| Some(r.env_steps as f64)),
+                    prefix_env_steps: of(&|r| Some(r.prefix_env_steps as f64)),
                     train_seconds: of(&|r| Some(r.train_seconds)),
                     steps_to_target: crossing(&steps_curve),
                     seconds_to_target: crossing(&seconds_curve),
@@ -272,6 +276,16 @@ impl ExperimentReport {
              interpolated between evaluations; × columns are `real`'s figure divided by the mode's; \
              seeds reaching: seeds whose own curve reaches the target."
         );
+        for r in self.rows.iter().filter(|r| r.prefix_env_steps.mean > 0.0) {
+            let _ = writeln!(
+                out,
+                "\n{}: {} of its {} real env steps are the first chunks of imagined episodes, \
+                 executed before the world model imagines the rest (branched imagination).",
+                r.mode,
+                mean_se(&r.prefix_env_steps),
+                mean_se(&r.env_steps)
+            );
+        }
         out
     }
 }
@@ -426,6 +440,7 @@ mod tests {
                 })
                 .collect(),
             env_steps: curve.last().unwrap().0,
+            prefix_env_steps: 0,
             executions: 0,
             imagined: 0,
             train_seconds: curve.last().unwrap().1,
@@ -436,7 +451,7 @@ mod tests {
 
     #[test]
     fn the_table_measures_steps_to_reach_reals_final_success() {
-        let runs = vec![
+        let mut runs = vec![
             summary(
                 Mode::Real,
                 0,
@@ -465,6 +480,9 @@ mod tests {
                 &[(0, 0.0, 0.3), (0, 4.0, 0.35), (0, 8.0, 0.2)],
             ),
         ];
+        // Branched imagination executed 200 of wmrl's 500 real steps.
+        runs[2].prefix_env_steps = 200;
+        runs[3].prefix_env_steps = 200;
         let report = ExperimentReport::from_runs(
             &[Mode::Real, Mode::Wmrl, Mode::WmOnly],
             &runs,
@@ -493,5 +511,10 @@ mod tests {
         assert!(md.contains("| wmrl | 30.0 ± 0.0 | 55.0 ± 5.0 |"), "{md}");
         assert!(md.contains("5.33×") && md.contains("not reached"), "{md}");
         assert!(md.contains("target success 50.0%"), "{md}");
+        assert!(
+            md.contains("wmrl: 200 ± 0 of its 500 ± 0 real env steps are the first chunks"),
+            "{md}"
+        );
+        assert!(!md.contains("real: "), "{md}");
     }
 }

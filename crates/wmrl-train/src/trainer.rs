@@ -10,7 +10,7 @@ use wmrl_vla::eval::{self, EvalOptions};
 use wmrl_vla::grpo::{LearnStats, VlaLearner};
 use wmrl_vla::rollout::{TaskPrompt, VlaAdapter};
 use wmrl_vla::sim::{self, SimExecutor, SimExecutorOptions};
-use wmrl_wm::{Dims, SimStarts, VlaWorldModel};
+use wmrl_wm::{Dims, SimPrefixes, SimStarts, VlaWorldModel};
 
 use crate::checkpoint::{self, CHECKPOINTS_DIR, REFERENCE_POLICY_DIR, RunState};
 use crate::config::TrainConfig;
@@ -45,11 +45,16 @@ pub struct IterationRow {
     pub learner: LearnStats,
     /// Mean real reward (success) of the anchor episodes of this iteration.
     pub anchor_success: Option<f64>,
-    /// Real environment steps so far.
+    /// Real environment steps so far (anchors, and the prefixes of
+    /// branched imagination).
     pub env_steps: u64,
-    /// Seconds in the simulator so far.
+    /// Of those, the steps of branched imagination's executed prefixes.
+    #[serde(default)]
+    pub prefix_env_steps: u64,
+    /// Seconds in the simulator so far (prefixes included).
     pub simulator_seconds: f64,
-    /// Seconds in the world model so far (imagine, score, observe, refresh).
+    /// Seconds in the world model so far (imagine, score, observe, refresh;
+    /// prefix execution excluded).
     pub world_model_seconds: f64,
     /// Seconds in the learner so far.
     pub learner_seconds: f64,
@@ -72,9 +77,12 @@ pub struct TrainSummary {
     pub seed: u64,
     /// Evaluations in order.
     pub evaluations: Vec<Evaluation>,
-    /// Real environment steps of training.
+    /// Real environment steps of training (anchors and prefixes).
     pub env_steps: u64,
-    /// Real episodes executed by training.
+    /// Of those, the steps of branched imagination's executed prefixes.
+    #[serde(default)]
+    pub prefix_env_steps: u64,
+    /// Real episodes executed by training (anchors; prefixes not included).
     pub executions: u64,
     /// Imagined episodes.
     pub imagined: u64,
@@ -253,7 +261,16 @@ impl VlaTrainer {
         };
         train_options.env.max_steps = x.max_steps;
         let starts = Box::new(SimStarts::new(train_options.env.clone()));
-        let world_model = VlaWorldModel::new(model, encoder, starts)?;
+        let chunk_len = policy.config().action.chunk_len as usize;
+        let mut world_model = VlaWorldModel::new(model, encoder, starts)?;
+        if config.imagine_prefix_chunks > 0 {
+            world_model = world_model.with_prefixes(Box::new(SimPrefixes::new(
+                x.envs,
+                train_options.clone(),
+                config.imagine_prefix_chunks,
+                chunk_len,
+            )));
+        }
         let learner = VlaLearner::new(policy, config.grpo.clone())?
             .with_sampling_temperature(x.temperature)?;
         let mut eval_options = SimExecutorOptions::default();
@@ -281,6 +298,12 @@ impl VlaTrainer {
             replay_seeded: 0,
             config,
         })
+    }
+
+    /// Real environment steps so far: the anchors' and, with branched
+    /// imagination, the executed prefixes'.
+    pub fn real_env_steps(&self) -> u64 {
+        self.executor.clock.env_steps + self.world_model.inner.stats.prefix_steps
     }
 
     /// Iterations completed so far.
@@ -316,7 +339,7 @@ impl VlaTrainer {
         )?;
         Ok(Evaluation {
             iteration,
-            env_steps: self.executor.clock.env_steps,
+            env_steps: self.real_env_steps(),
             train_seconds: self.train_seconds,
             success: report.average_success,
             per_task: report.tasks.iter().map(|t| t.success_rate).collect(),
@@ -392,9 +415,12 @@ impl VlaTrainer {
                 mode: self.config.core.mode.name().into(),
                 anchor_success: report.diagnostics.anchor_reward_mean,
                 learner: self.learner.inner.last.clone(),
-                env_steps: self.executor.clock.env_steps,
-                simulator_seconds: self.executor.clock.seconds,
-                world_model_seconds: self.world_model.clock.seconds,
+                env_steps: self.real_env_steps(),
+                simulator_seconds: self.executor.clock.seconds
+                    + self.world_model.inner.stats.prefix_seconds,
+                world_model_seconds: self.world_model.clock.seconds
+                    - self.world_model.inner.stats.prefix_seconds,
+                prefix_env_steps: self.world_model.inner.stats.prefix_steps,
                 learner_seconds: self.learner.clock.seconds,
                 train_seconds: self.train_seconds,
                 world_model_refresh_loss: refresh,
@@ -421,7 +447,7 @@ impl VlaTrainer {
             serde_json::json!({
                 "iteration": self.core.step(),
                 "mode": self.config.core.mode.name(),
-                "env_steps": self.executor.clock.env_steps,
+                "env_steps": self.real_env_steps(),
             }),
         )?;
         self.plot()?;
@@ -429,7 +455,8 @@ impl VlaTrainer {
             mode: self.config.core.mode.name().into(),
             seed: self.config.core.seed,
             evaluations: self.evaluations.clone(),
-            env_steps: self.executor.clock.env_steps,
+            env_steps: self.real_env_steps(),
+            prefix_env_steps: self.world_model.inner.stats.prefix_steps,
             executions: self.executions,
             imagined: self.imagined,
             train_seconds: self.train_seconds,
@@ -716,36 +743,14 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stopped_run_resumes_bit_for_bit() {
+    /// A 4-iteration run on `config_text`, and the same run stopped after
+    /// iteration 2 (with the third's row half written) and resumed, give
+    /// the same policy, world model and metrics; returns the metrics rows.
+    fn assert_resumes_bit_for_bit(config_text: &str) -> Vec<serde_json::Value> {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
-        let config = TrainConfig::parse(
-            r#"
-            tasks = [5]
-            iterations = 4
-            eval_every = 2
-            eval_states = 1
-            [core]
-            # Raw world-model scores: non-zero advantages even though a
-            # random policy never succeeds in 16 steps.
-            mode = "wmrl-no-debias"
-            groups = 4
-            group_size = 2
-            anchor_ratio = 0.5
-            [grpo]
-            entropy_coef = 0.01
-            [core.calibrator]
-            min_pairs = 2
-            [executor]
-            envs = 4
-            max_steps = 16
-            "#,
-            "test",
-            false,
-            &[],
-        )
-        .unwrap();
+        let config = TrainConfig::parse(config_text, "test", false, &[]).unwrap();
+        let mode = config.core.mode.name().to_string();
         let straight_dir = dir.path().join("straight");
         let mut straight = VlaTrainer::new(
             config.clone(),
@@ -770,7 +775,7 @@ mod tests {
                 .append(true)
                 .open(stopped_dir.join("metrics.jsonl"))
                 .unwrap();
-            writeln!(f, "{{\"iteration\":3,\"mode\":\"wmrl-no-debias\"}}").unwrap();
+            writeln!(f, "{{\"iteration\":3,\"mode\":\"{mode}\"}}").unwrap();
             write!(f, "{{\"iteration\":4,\"mo").unwrap();
         }
         let mut resumed = VlaTrainer::resume(&stopped_dir, tch::Device::Cpu).unwrap();
@@ -817,5 +822,82 @@ mod tests {
         // run is refused by name.
         let err = VlaTrainer::resume(&dir.path().join("nothing"), tch::Device::Cpu).unwrap_err();
         assert!(err.to_string().contains("no config.json"), "{err}");
+        a
+    }
+
+    #[test]
+    fn a_stopped_run_resumes_bit_for_bit() {
+        let rows = assert_resumes_bit_for_bit(
+            r#"
+            tasks = [5]
+            iterations = 4
+            eval_every = 2
+            eval_states = 1
+            [core]
+            # Raw world-model scores: non-zero advantages even though a
+            # random policy never succeeds in 16 steps.
+            mode = "wmrl-no-debias"
+            groups = 4
+            group_size = 2
+            anchor_ratio = 0.5
+            [grpo]
+            entropy_coef = 0.01
+            [core.calibrator]
+            min_pairs = 2
+            [executor]
+            envs = 4
+            max_steps = 16
+            "#,
+        );
+        assert!(rows.iter().all(|r| r["prefix_env_steps"] == 0));
+    }
+
+    /// Branched imagination: every imagined episode (twins included)
+    /// executes its first chunk in the simulator; those steps are counted as
+    /// real ones, the learner gets the executed chunk, and the run resumes
+    /// bit for bit.
+    #[test]
+    fn branched_imagination_counts_its_prefixes_and_resumes_bit_for_bit() {
+        let rows = assert_resumes_bit_for_bit(
+            r#"
+            tasks = [5]
+            iterations = 4
+            eval_every = 2
+            eval_states = 1
+            imagine_prefix_chunks = 1
+            [core]
+            mode = "wmrl-no-debias"
+            anchor_scoring = "twin"
+            groups = 4
+            group_size = 2
+            anchor_ratio = 0.5
+            [grpo]
+            entropy_coef = 0.01
+            [core.calibrator]
+            min_pairs = 2
+            [executor]
+            envs = 4
+            max_steps = 16
+            "#,
+        );
+        let (mut anchors, mut prefixes) = (0, 0);
+        for row in &rows {
+            let core = &row["core"];
+            // Two imagined groups of two, and a twin per anchor episode: 8
+            // prefixes of one 8-step chunk (or less, at a success) per iteration.
+            let prefixed = core["imagined"].as_u64().unwrap() + core["twins"].as_u64().unwrap();
+            assert_eq!(prefixed, 8, "{row}");
+            let total = row["prefix_env_steps"].as_u64().unwrap();
+            assert!(
+                total > prefixes && total <= prefixes + prefixed * 8,
+                "{row}"
+            );
+            prefixes = total;
+            // Anchors run up to 16 steps each.
+            let executed = core["executions"].as_u64().unwrap();
+            let steps = row["env_steps"].as_u64().unwrap() - total;
+            assert!(steps > anchors && steps <= anchors + executed * 16, "{row}");
+            anchors = steps;
+        }
     }
 }

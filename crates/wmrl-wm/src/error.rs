@@ -98,6 +98,20 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A prefix of branched imagination could not be executed.
+    #[error(
+        "executing the prefix of an imagined episode of task {task} state {state} failed {attempts} times; last: {reason}"
+    )]
+    Prefix {
+        /// Task index.
+        task: usize,
+        /// Initial-state index.
+        state: usize,
+        /// Attempts made.
+        attempts: u32,
+        /// The executor's last reason.
+        reason: String,
+    },
     /// No episodes to train or evaluate on.
     #[error("{what}: no episodes")]
     Empty {

@@ -99,6 +99,36 @@ pub fn score_quality(scores: &[f64], outcomes: &[bool], bins: usize) -> ScoreQua
     }
 }
 
+/// Pearson correlation of `x` and `y` after centring both on their group's
+/// mean (`groups[i]` is item i's group): how well `x` ranks items *within*
+/// groups, which is what group-relative advantages use. One group for all
+/// items gives the plain correlation. `None` when either centred series has
+/// no variance (e.g. no group with two items).
+pub fn within_group_correlation<G: Eq + std::hash::Hash>(
+    x: &[f64],
+    y: &[f64],
+    groups: &[G],
+) -> Option<f64> {
+    let mut sums: std::collections::HashMap<&G, (f64, f64, usize)> =
+        std::collections::HashMap::new();
+    for ((x, y), g) in x.iter().zip(y).zip(groups) {
+        let s = sums.entry(g).or_default();
+        s.0 += x;
+        s.1 += y;
+        s.2 += 1;
+    }
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for ((x, y), g) in x.iter().zip(y).zip(groups) {
+        let (gx, gy, n) = sums[g];
+        let dx = x - gx / n as f64;
+        let dy = y - gy / n as f64;
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    (sxx > 1e-12 && syy > 1e-12).then(|| sxy / (sxx * syy).sqrt())
+}
+
 /// Writes a reliability plot (success rate against mean score per bin, and
 /// the diagonal) of one or more named score sets.
 pub fn reliability_plot(path: &Path, title: &str, sets: &[(&str, &ScoreQuality)]) -> Result<()> {
@@ -134,6 +164,23 @@ pub fn reliability_plot(path: &Path, title: &str, sets: &[(&str, &ScoreQuality)]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn within_group_correlation_ignores_differences_between_groups() {
+        // x ranks the groups apart and each group's items the wrong way
+        // round: the plain correlation barely sees it, the within-group one
+        // is exactly -1.
+        let x = [0.9, 0.8, 0.2, 0.1];
+        let y = [0.0, 1.0, 0.0, 1.0];
+        let plain = within_group_correlation(&x, &y, &[0, 0, 0, 0]).unwrap();
+        assert!((plain + 0.1414).abs() < 1e-3, "plain {plain}");
+        let within = within_group_correlation(&x, &y, &["a", "a", "b", "b"]).unwrap();
+        assert!((within + 1.0).abs() < 1e-12, "within {within}");
+        let same = within_group_correlation(&y, &y, &["a", "a", "b", "b"]).unwrap();
+        assert!((same - 1.0).abs() < 1e-12);
+        // Singleton groups carry no within-group variance.
+        assert_eq!(within_group_correlation(&x, &y, &[0, 1, 2, 3]), None);
+    }
 
     #[test]
     fn auroc_matches_hand_computed_values() {

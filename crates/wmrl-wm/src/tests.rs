@@ -377,3 +377,148 @@ fn checkpoints_round_trip_and_mismatches_name_the_tensor() {
         "{err}"
     );
 }
+
+/// A prefix executor without a simulator: `chunks` constant chunks per
+/// episode on flat observations; state 1 reaches the goal after one chunk,
+/// state 2 runs out of steps after one chunk, and state 3 fails its first
+/// attempt (an executor error).
+struct ScriptedPrefixes {
+    chunks: usize,
+}
+
+impl PrefixExecutor for ScriptedPrefixes {
+    fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    fn execute(
+        &mut self,
+        policy: &VlaPolicy,
+        requests: &[EpisodeRequest<'_, TaskPrompt>],
+    ) -> Result<Vec<wmrl_core::seams::Execution<EpisodeRecord>>> {
+        use wmrl_core::seams::Execution;
+        let chunk_len = policy.config().action.chunk_len as usize;
+        Ok(requests
+            .iter()
+            .map(|r| {
+                let state = r.prompt.state_index;
+                if state == 3 && r.attempt == 0 {
+                    return Execution::Failed {
+                        reason: "robot left".into(),
+                    };
+                }
+                let chunks = if state == 1 || state == 2 {
+                    1
+                } else {
+                    self.chunks
+                };
+                let chunk = wmrl_vla::inference::ActionChunk {
+                    tokens: vec![128; chunk_len * 7],
+                    actions: vec![0.0; chunk_len * 7],
+                    chunk_len,
+                    action_dim: 7,
+                    log_prob: -3.0,
+                };
+                let mut starts = FlatStarts;
+                let obs = starts.start(r.prompt.task_index, state).unwrap();
+                let record = EpisodeRecord {
+                    task_index: r.prompt.task_index,
+                    state_index: state,
+                    success: state == 1,
+                    steps: chunks * chunk_len,
+                    chunks: vec![chunk; chunks],
+                    observations: vec![obs; chunks + 1],
+                    ..Default::default()
+                };
+                Execution::Completed {
+                    reward: f64::from(u8::from(record.success)),
+                    rollout: record,
+                }
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn branched_imagination_executes_prefixes_and_imagines_the_rest() {
+    let policy = tiny_policy(1);
+    let make = || {
+        tiny_world_model(&policy, &["imagine.success_threshold=1.0".into()])
+            .with_prefixes(Box::new(ScriptedPrefixes { chunks: 3 }))
+    };
+    let mut wm = make();
+    assert_eq!(wm.prefix_chunks(), 3);
+    let prompts = prompts();
+    let requests = requests(&prompts, 10);
+    let a = wm.imagine(&policy, &requests).unwrap();
+    let b = make().imagine(&policy, &requests).unwrap();
+    assert_eq!(a, b, "same seeds, same branched episodes");
+    // The learner gets the executed chunks only, with encoded inputs.
+    for (dream, chunks) in a.iter().zip([3, 1, 1, 3]) {
+        assert_eq!(dream.rollout.chunks.len(), chunks);
+        assert_eq!(dream.rollout.inputs.len(), chunks);
+        assert_eq!(dream.rollout.steps, chunks * 8);
+        assert!(dream.rollout.observations.is_empty());
+    }
+    // A prefix that reached the goal scores 1, one that ran out of steps 0;
+    // the others are the model's estimate from the state reached.
+    assert_eq!(a[1].score, 1.0);
+    assert_eq!(a[2].score, 0.0);
+    let horizon = wm.model().horizon_chunks();
+    assert_eq!(wm.stats.imagined_chunks, 2 * (horizon - 3) as u64);
+    // The continuation is what `imagine_from` imagines from the encoded last observation.
+    let obs = FlatStarts.start(0, 0).unwrap();
+    let latent =
+        trajectory::encode_observations(&policy, &[&obs.agent_view], &[&obs.wrist_view]).unwrap();
+    let start = ImagineStart {
+        task_index: 0,
+        state_index: 0,
+        instruction: "open the drawer",
+        latent: latent.clone(),
+        proprio: obs.proprio.clone(),
+        seed: wmrl_core::rng::derive_seed(10, &[crate::imagine::BRANCH]),
+    };
+    let branch = imagine_from(wm.model(), &policy, &[start], 3).unwrap();
+    // (a batch of one, where imagination batched two: equal to float precision)
+    assert!((branch[0].score - a[0].score).abs() < 1e-5);
+    assert_eq!(branch[0].record.chunks.len(), horizon - 3);
+    let input = &a[0].rollout.inputs[0].latent;
+    assert!(input.iter().zip(&latent).all(|(x, y)| (x - y).abs() < 1e-4));
+    // Real steps are counted, and a failed prefix is executed again (state
+    // 3's first attempt failed; its record is the second's).
+    assert_eq!(wm.stats.prefix_episodes, 4);
+    assert_eq!(wm.stats.prefix_steps, (3 + 1 + 1 + 3) * 8);
+    assert_eq!(wm.stats.imagined, 4);
+}
+
+#[test]
+fn branch_fidelity_counts_the_episodes_still_running_at_each_depth() {
+    let policy = tiny_policy(2);
+    let wm = tiny_world_model(&policy, &["imagine.success_threshold=1.0".into()]);
+    let dims = wm.model().dims();
+    let episodes = synthetic_episodes(12, 4, &dims);
+    let refs: Vec<&LatentTrajectory> = episodes.iter().collect();
+    let instruction = |task: usize| (task < 2).then(|| "open the drawer".to_string());
+    let horizon = wm.model().horizon_chunks();
+    for depth in [0, 2] {
+        let b = fidelity::branch_fidelity(wm.model(), &policy, &refs, &instruction, depth, 2, 7)
+            .unwrap();
+        let running = episodes.iter().filter(|e| e.chunks(&dims) > depth).count();
+        assert_eq!((b.depth, b.episodes, b.non_finite), (depth, running, 0));
+        assert!((b.mean_imagined_chunks - (horizon - depth) as f64).abs() < 1e-9);
+        assert!((0.0..=1.0).contains(&b.mean_score));
+        let again =
+            fidelity::branch_fidelity(wm.model(), &policy, &refs, &instruction, depth, 2, 7)
+                .unwrap();
+        assert_eq!(b, again, "seeded");
+    }
+    let past_the_end =
+        fidelity::branch_fidelity(wm.model(), &policy, &refs, &instruction, 6, 2, 7).unwrap();
+    assert_eq!((past_the_end.episodes, past_the_end.auroc), (0, None));
+    let unknown = |_: usize| None;
+    let err = fidelity::branch_fidelity(wm.model(), &policy, &refs, &unknown, 0, 2, 7).unwrap_err();
+    assert!(err.to_string().contains("unknown task"), "{err}");
+    let err =
+        fidelity::branch_fidelity(wm.model(), &policy, &refs, &instruction, 0, 0, 7).unwrap_err();
+    assert!(err.to_string().contains("branch samples"), "{err}");
+}
