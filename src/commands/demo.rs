@@ -253,6 +253,11 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         )?;
     }
 
+    let anchor_groups = match config.core.mode {
+        wmrl_core::Mode::Real => config.core.groups,
+        wmrl_core::Mode::WmOnly => 0,
+        _ => wmrl_core::schedule::anchor_count(config.core.anchor_ratio, config.core.groups),
+    };
     let run_dir = (1..)
         .map(|k| args.out.join(format!("run-{k}")))
         .find(|d| !d.exists())
@@ -261,11 +266,22 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         global,
         5,
         &format!(
-            "WMRL post-training: {} iterations of {} groups × {} rollouts, {:.0}% of groups executed",
+            "WMRL post-training: {} iterations of {} groups × {} rollouts, {} executed for real{}",
             config.iterations,
             config.core.groups,
             config.core.group_size,
-            100.0 * config.core.anchor_ratio
+            match anchor_groups {
+                1 => "one group".to_string(),
+                k => format!("{k} groups"),
+            },
+            if config.imagine_prefix_chunks > 0 {
+                format!(
+                    ", the others for their first {} chunks and imagined from there",
+                    config.imagine_prefix_chunks
+                )
+            } else {
+                ", the others imagined".to_string()
+            }
         ),
         false,
     );
