@@ -273,29 +273,66 @@ impl VlaWorldModel {
         Ok(entry)
     }
 
-    /// Imagines one wave of episodes (at most `imagine.batch`) from their
-    /// prompts' initial observations, in one batched loop.
-    fn imagine_wave(
+    /// Imagines every start from chunk boundary `first_chunk`, in waves of
+    /// `imagine.batch`; an episode whose latent or score goes non-finite is
+    /// dropped, logged and imagined again with a derived seed (up to
+    /// [`MAX_ATTEMPTS`], then an error naming it). One dream per start, in
+    /// order.
+    fn dream_with_retries(
         &mut self,
         policy: &VlaPolicy,
-        wave: &[(&TaskPrompt, u64)],
+        starts: &[ImagineStart<'_>],
+        first_chunk: usize,
     ) -> Result<Vec<Dream>> {
-        let mut starts = Vec::with_capacity(wave.len());
-        for (prompt, seed) in wave {
-            self.model.check_task(prompt.task_index)?;
-            let (latent, proprio) = self.start_latent(prompt.task_index, prompt.state_index)?;
-            starts.push(ImagineStart {
-                task_index: prompt.task_index,
-                state_index: prompt.state_index,
-                instruction: &prompt.instruction,
-                latent,
-                proprio,
-                seed: *seed,
-            });
+        let batch = self.model.config().imagine.batch.max(1);
+        let mut out: Vec<Option<Dream>> = (0..starts.len()).map(|_| None).collect();
+        let mut pending: Vec<(usize, u64)> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.seed))
+            .collect();
+        for attempt in 0..MAX_ATTEMPTS {
+            let mut retry = Vec::new();
+            for wave in pending.chunks(batch) {
+                let wave_starts: Vec<ImagineStart<'_>> = wave
+                    .iter()
+                    .map(|&(i, seed)| ImagineStart {
+                        seed,
+                        ..starts[i].clone()
+                    })
+                    .collect();
+                let (dreams, chunks) = dream_wave(&self.model, policy, &wave_starts, first_chunk)?;
+                self.stats.imagined_chunks += chunks;
+                for (&(i, seed), dream) in wave.iter().zip(dreams) {
+                    let Some(what) = dream.bad.clone() else {
+                        out[i] = Some(dream);
+                        continue;
+                    };
+                    let s = &starts[i];
+                    self.stats.non_finite_dropped += 1;
+                    if attempt + 1 == MAX_ATTEMPTS {
+                        return Err(Error::NonFinite {
+                            task: s.task_index,
+                            state: s.state_index,
+                            seed,
+                            what,
+                            attempts: MAX_ATTEMPTS,
+                        });
+                    }
+                    tracing::warn!(task = s.task_index, state = s.state_index, first_chunk, seed, %what, attempt,
+                        "imagined episode dropped: non-finite values; imagining it again with a derived seed");
+                    retry.push((i, derive_seed(seed, &[REIMAGINE, u64::from(attempt + 1)])));
+                }
+            }
+            if retry.is_empty() {
+                break;
+            }
+            pending = retry;
         }
-        let (dreams, chunks) = dream_wave(&self.model, policy, &starts, 0)?;
-        self.stats.imagined_chunks += chunks;
-        Ok(dreams)
+        Ok(out
+            .into_iter()
+            .map(|d| d.expect("every episode imagined"))
+            .collect())
     }
 
     /// Imagines one rollout per `(prompt, seed)`; episodes that go
@@ -312,56 +349,27 @@ impl VlaWorldModel {
                 found,
             });
         }
-        let batch = self.model.config().imagine.batch;
-        let mut out: Vec<Option<Imagined<EpisodeRecord>>> =
-            (0..requests.len()).map(|_| None).collect();
-        let mut pending: Vec<(usize, u64)> = requests
-            .iter()
-            .enumerate()
-            .map(|(i, (_, s))| (i, *s))
-            .collect();
-        for attempt in 0..MAX_ATTEMPTS {
-            let mut retry = Vec::new();
-            for wave in pending.chunks(batch) {
-                let items: Vec<(&TaskPrompt, u64)> =
-                    wave.iter().map(|(i, s)| (requests[*i].0, *s)).collect();
-                let dreams = self.imagine_wave(policy, &items)?;
-                for ((index, seed), dream) in wave.iter().zip(dreams) {
-                    if let Some(what) = dream.bad {
-                        let p = requests[*index].0;
-                        tracing::warn!(task = p.task_index, state = p.state_index, seed, %what, attempt,
-                            "imagined episode dropped: non-finite values; imagining it again with a derived seed");
-                        self.stats.non_finite_dropped += 1;
-                        if attempt + 1 == MAX_ATTEMPTS {
-                            return Err(Error::NonFinite {
-                                task: p.task_index,
-                                state: p.state_index,
-                                seed: *seed,
-                                what,
-                                attempts: MAX_ATTEMPTS,
-                            });
-                        }
-                        retry.push((
-                            *index,
-                            derive_seed(*seed, &[REIMAGINE, u64::from(attempt + 1)]),
-                        ));
-                    } else {
-                        out[*index] = Some(Imagined {
-                            score: dream.score,
-                            rollout: dream.record,
-                        });
-                    }
-                }
-            }
-            if retry.is_empty() {
-                break;
-            }
-            pending = retry;
+        let mut starts = Vec::with_capacity(requests.len());
+        for (prompt, seed) in requests {
+            self.model.check_task(prompt.task_index)?;
+            let (latent, proprio) = self.start_latent(prompt.task_index, prompt.state_index)?;
+            starts.push(ImagineStart {
+                task_index: prompt.task_index,
+                state_index: prompt.state_index,
+                instruction: &prompt.instruction,
+                latent,
+                proprio,
+                seed: *seed,
+            });
         }
+        let dreams = self.dream_with_retries(policy, &starts, 0)?;
         self.stats.imagined += requests.len() as u64;
-        Ok(out
+        Ok(dreams
             .into_iter()
-            .map(|o| o.expect("every request imagined"))
+            .map(|d| Imagined {
+                score: d.score,
+                rollout: d.record,
+            })
             .collect())
     }
 
@@ -466,54 +474,20 @@ impl VlaWorldModel {
         let running: Vec<usize> = (0..records.len())
             .filter(|&i| !records[i].success && records[i].chunks.len() == k)
             .collect();
-        let batch = self.model.config().imagine.batch.max(1);
-        let mut pending: Vec<(usize, u64)> = running
+        let starts: Vec<ImagineStart<'_>> = running
             .iter()
-            .map(|&i| (i, derive_seed(episodes[i].seed, &[BRANCH])))
+            .map(|&i| ImagineStart {
+                task_index: records[i].task_index,
+                state_index: records[i].state_index,
+                instruction: &episodes[i].prompt.instruction,
+                latent: finals[i].0.clone(),
+                proprio: finals[i].1.clone(),
+                seed: derive_seed(episodes[i].seed, &[BRANCH]),
+            })
             .collect();
-        for attempt in 0..MAX_ATTEMPTS {
-            let mut retry = Vec::new();
-            for wave in pending.chunks(batch) {
-                let starts: Vec<ImagineStart<'_>> = wave
-                    .iter()
-                    .map(|&(i, seed)| ImagineStart {
-                        task_index: records[i].task_index,
-                        state_index: records[i].state_index,
-                        instruction: &episodes[i].prompt.instruction,
-                        latent: finals[i].0.clone(),
-                        proprio: finals[i].1.clone(),
-                        seed,
-                    })
-                    .collect();
-                let (dreams, chunks) = dream_wave(&self.model, policy, &starts, k)?;
-                self.stats.imagined_chunks += chunks;
-                for (&(i, seed), dream) in wave.iter().zip(dreams) {
-                    match dream.bad {
-                        None => scores[i] = dream.score,
-                        Some(what) => {
-                            let p = episodes[i].prompt;
-                            self.stats.non_finite_dropped += 1;
-                            if attempt + 1 == MAX_ATTEMPTS {
-                                return Err(Error::NonFinite {
-                                    task: p.task_index,
-                                    state: p.state_index,
-                                    seed,
-                                    what,
-                                    attempts: MAX_ATTEMPTS,
-                                });
-                            }
-                            tracing::warn!(task = p.task_index, state = p.state_index, seed, %what, attempt,
-                                "imagined continuation dropped: non-finite values; imagining it again with a derived seed");
-                            retry
-                                .push((i, derive_seed(seed, &[REIMAGINE, u64::from(attempt + 1)])));
-                        }
-                    }
-                }
-            }
-            if retry.is_empty() {
-                break;
-            }
-            pending = retry;
+        let dreams = self.dream_with_retries(policy, &starts, k)?;
+        for (&i, dream) in running.iter().zip(dreams) {
+            scores[i] = dream.score;
         }
         self.stats.imagined += episodes.len() as u64;
         Ok(records
