@@ -126,6 +126,9 @@ impl std::fmt::Debug for VlaWorldModel {
 /// Purpose tag of the seeds of re-imagined episodes (`wmrl_core::rng::derive_seed`).
 const REIMAGINE: u64 = 0x1_3A61;
 
+/// Purpose tag of the seeds of prefixes executed again after an execution error.
+const PREFIX_RETRY: u64 = 0x9_E7A1;
+
 /// Purpose tag of the seeds of continuations imagined after an executed prefix.
 pub(crate) const BRANCH: u64 = 0x00B4_A7C0;
 
@@ -390,7 +393,8 @@ impl VlaWorldModel {
         let prefixes = self.prefixes.as_mut().expect("called with prefixes");
         let k = prefixes.chunks();
         let started = std::time::Instant::now();
-        // Execution failures are re-run (as the core re-queues anchors).
+        // Execution failures are re-run with a fresh seed (as the core
+        // re-queues anchors: a simulator fails the same way on the same seed).
         let mut records: Vec<Option<EpisodeRecord>> = (0..episodes.len()).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..episodes.len()).collect();
         for attempt in 0..MAX_ATTEMPTS {
@@ -398,6 +402,10 @@ impl VlaWorldModel {
                 .iter()
                 .map(|&i| EpisodeRequest {
                     attempt,
+                    seed: match attempt {
+                        0 => episodes[i].seed,
+                        a => derive_seed(episodes[i].seed, &[PREFIX_RETRY, u64::from(a)]),
+                    },
                     ..episodes[i]
                 })
                 .collect();

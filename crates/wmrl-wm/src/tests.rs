@@ -380,8 +380,8 @@ fn checkpoints_round_trip_and_mismatches_name_the_tensor() {
 
 /// A prefix executor without a simulator: `chunks` constant chunks per
 /// episode on flat observations; state 1 reaches the goal after one chunk,
-/// state 2 runs out of steps after one chunk, and state 3 fails its first
-/// attempt (an executor error).
+/// state 2 runs out of steps after one chunk, and state 3 fails on its
+/// request's own seed (an executor error).
 struct ScriptedPrefixes {
     chunks: usize,
 }
@@ -402,7 +402,8 @@ impl PrefixExecutor for ScriptedPrefixes {
             .iter()
             .map(|r| {
                 let state = r.prompt.state_index;
-                if state == 3 && r.attempt == 0 {
+                // Like a simulator, it fails the same way on the same seed.
+                if state == 3 && r.seed == 13 {
                     return Execution::Failed {
                         reason: "robot left".into(),
                     };
@@ -484,8 +485,8 @@ fn branched_imagination_executes_prefixes_and_imagines_the_rest() {
     assert_eq!(branch[0].record.chunks.len(), horizon - 3);
     let input = &a[0].rollout.inputs[0].latent;
     assert!(input.iter().zip(&latent).all(|(x, y)| (x - y).abs() < 1e-4));
-    // Real steps are counted, and a failed prefix is executed again (state
-    // 3's first attempt failed; its record is the second's).
+    // Real steps are counted, and a failed prefix is executed again with a
+    // fresh seed (state 3's first attempt failed; its record is the second's).
     assert_eq!(wm.stats.prefix_episodes, 4);
     assert_eq!(wm.stats.prefix_steps, (3 + 1 + 1 + 3) * 8);
     assert_eq!(wm.stats.imagined, 4);
