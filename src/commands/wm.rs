@@ -370,6 +370,10 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         ],
     )?;
     let branches = branch_report(&model, &policy, &refs, &args, &out)?;
+    // Within each initial state: what group-relative advantages can use.
+    let (real_outcomes, groups) = (binary(&outcomes), states(&data));
+    let rho_replay = within_group_correlation(&replay, &real_outcomes, &groups);
+    let rho_real = within_group_correlation(&real, &real_outcomes, &groups);
     let json = serde_json::json!({
         "world_model": args.wm,
         "policy": args.policy,
@@ -378,8 +382,8 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         "score": q_replay,
         "score_on_real_latents": q_real,
         "within_state_correlation": {
-            "replay": within_group_correlation(&replay, &binary(&outcomes), &states(&data)),
-            "real_latents": within_group_correlation(&real, &binary(&outcomes), &states(&data)),
+            "replay": rho_replay,
+            "real_latents": rho_real,
         },
         "branches": branches,
     });
@@ -412,16 +416,8 @@ fn eval(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         let rho = |v: Option<f64>| v.map_or("n/a".into(), |r| format!("{r:+.3}"));
         println!(
             "within-state ρ    : open-loop replay {}, real latents {}",
-            rho(within_group_correlation(
-                &replay,
-                &binary(&outcomes),
-                &states(&data)
-            )),
-            rho(within_group_correlation(
-                &real,
-                &binary(&outcomes),
-                &states(&data)
-            )),
+            rho(rho_replay),
+            rho(rho_real),
         );
         if !branches.is_empty() {
             println!(

@@ -72,13 +72,7 @@ pub fn imagine_from(
     starts: &[ImagineStart<'_>],
     first_chunk: usize,
 ) -> Result<Vec<ImaginedEpisode>> {
-    let found = policy.encoder_fingerprint();
-    if found != model.encoder() {
-        return Err(Error::EncoderMismatch {
-            expected: model.encoder().into(),
-            found,
-        });
-    }
+    model.check_encoder(policy)?;
     for s in starts {
         model.check_task(s.task_index)?;
     }

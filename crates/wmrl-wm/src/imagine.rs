@@ -140,13 +140,7 @@ impl VlaWorldModel {
         encoder: VlaPolicy,
         starts: Box<dyn StartObservations>,
     ) -> Result<Self> {
-        let found = encoder.encoder_fingerprint();
-        if found != model.encoder() {
-            return Err(Error::EncoderMismatch {
-                expected: model.encoder().into(),
-                found,
-            });
-        }
+        model.check_encoder(&encoder)?;
         let trainer = WmTrainer::new(&model)?;
         let replay = ReplayBuffer::new(model.config().replay.capacity);
         Ok(Self {
@@ -345,13 +339,7 @@ impl VlaWorldModel {
         policy: &VlaPolicy,
         requests: &[(&TaskPrompt, u64)],
     ) -> Result<Vec<Imagined<EpisodeRecord>>> {
-        let found = policy.encoder_fingerprint();
-        if found != self.model.encoder() {
-            return Err(Error::EncoderMismatch {
-                expected: self.model.encoder().into(),
-                found,
-            });
-        }
+        self.model.check_encoder(policy)?;
         let mut starts = Vec::with_capacity(requests.len());
         for (prompt, seed) in requests {
             self.model.check_task(prompt.task_index)?;
@@ -383,13 +371,7 @@ impl VlaWorldModel {
         policy: &VlaPolicy,
         episodes: &[EpisodeRequest<'_, TaskPrompt>],
     ) -> Result<Vec<Imagined<EpisodeRecord>>> {
-        let found = policy.encoder_fingerprint();
-        if found != self.model.encoder() {
-            return Err(Error::EncoderMismatch {
-                expected: self.model.encoder().into(),
-                found,
-            });
-        }
+        self.model.check_encoder(policy)?;
         let prefixes = self.prefixes.as_mut().expect("called with prefixes");
         let k = prefixes.chunks();
         let started = std::time::Instant::now();

@@ -260,6 +260,19 @@ impl LatentWorldModel {
         self.success_logit(latents, proprio, &prev, &tasks, &t)
     }
 
+    /// Checks that `policy` has the observation encoder this model was
+    /// trained on (its latents are the model's inputs).
+    pub fn check_encoder(&self, policy: &wmrl_vla::VlaPolicy) -> Result<()> {
+        let found = policy.encoder_fingerprint();
+        if found != self.encoder {
+            return Err(Error::EncoderMismatch {
+                expected: self.encoder.clone(),
+                found,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks that task indices fit the embedding table.
     pub fn check_task(&self, task: usize) -> Result<()> {
         if task as i64 >= self.config.model.max_tasks {
