@@ -41,13 +41,22 @@ impl MeanSe {
 /// The pointwise mean of `curves` (the i-th point is the mean of every
 /// curve's i-th point), cut to the shortest curve; empty without curves.
 pub fn seed_mean(curves: &[Vec<(f64, f64)>]) -> Vec<(f64, f64)> {
+    seed_mean_se(curves)
+        .into_iter()
+        .map(|(x, y)| (x, y.mean))
+        .collect()
+}
+
+/// [`seed_mean`] with each point's spread: the mean `x` and the mean ±
+/// standard error of `y` over the curves.
+pub fn seed_mean_se(curves: &[Vec<(f64, f64)>]) -> Vec<(f64, MeanSe)> {
     let len = curves.iter().map(Vec::len).min().unwrap_or(0);
     let n = curves.len() as f64;
     (0..len)
-        .map(|i| {
+        .filter_map(|i| {
             let x = curves.iter().map(|c| c[i].0).sum::<f64>() / n;
-            let y = curves.iter().map(|c| c[i].1).sum::<f64>() / n;
-            (x, y)
+            let ys: Vec<f64> = curves.iter().map(|c| c[i].1).collect();
+            MeanSe::of(&ys).map(|y| (x, y))
         })
         .collect()
 }
@@ -116,5 +125,9 @@ mod tests {
         assert!((mean[0].0 - 0.0).abs() < 1e-12 && (mean[0].1 - 0.3).abs() < 1e-12);
         assert!((mean[1].0 - 20.0).abs() < 1e-12 && (mean[1].1 - 0.6).abs() < 1e-12);
         assert!(seed_mean(&[]).is_empty());
+        // The spread of the second point: 0.4 and 0.8, sd 0.283, se 0.2.
+        let spread = seed_mean_se(&curves);
+        assert_eq!(spread[1].1.n, 2);
+        assert!((spread[1].1.mean - 0.6).abs() < 1e-12 && (spread[1].1.se - 0.2).abs() < 1e-12);
     }
 }

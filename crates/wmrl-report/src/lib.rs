@@ -11,7 +11,7 @@ pub mod metrics;
 pub mod plot;
 
 pub use atomic::{write_atomic, write_json_atomic, write_jsonl_atomic};
-pub use curve::{MeanSe, first_crossing, seed_mean};
+pub use curve::{MeanSe, first_crossing, seed_mean, seed_mean_se};
 pub use metrics::MetricsSink;
 pub use plot::{LinePlot, Series, SeriesStyle};
 

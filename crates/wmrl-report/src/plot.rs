@@ -35,6 +35,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// How it is drawn (default: [`SeriesStyle::Line`]).
     pub style: SeriesStyle,
+    /// A shaded band around the series, one `(low, high)` per point (e.g.
+    /// mean ± standard error over seeds); empty for none.
+    pub band: Vec<(f64, f64)>,
 }
 
 impl Series {
@@ -44,7 +47,15 @@ impl Series {
             name: name.into(),
             points,
             style: SeriesStyle::Line,
+            band: Vec::new(),
         }
+    }
+
+    /// The same series with a shaded band, one `(low, high)` per point
+    /// (points without a finite band are left out of it).
+    pub fn with_band(mut self, band: Vec<(f64, f64)>) -> Self {
+        self.band = band;
+        self
     }
 
     /// The same series drawn in `style`.
@@ -121,6 +132,29 @@ fn padded(lo: f64, hi: f64) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// A tick label short enough to read: 150k rather than 150000.0, 40
+/// rather than 40.0.
+fn tick_label(v: &f64) -> String {
+    fn trimmed(x: f64, decimals: usize) -> String {
+        let s = format!("{x:.decimals$}");
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{}M", trimmed(v / 1e6, 2))
+    } else if a >= 1e4 {
+        format!("{}k", trimmed(v / 1e3, 1))
+    } else if a == 0.0 || a >= 1e-2 {
+        trimmed(*v, 3)
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
 impl LinePlot {
     /// Draws the plot into `path` (PNG), atomically.
     pub fn write_png(&self, path: &Path) -> Result<()> {
@@ -152,9 +186,18 @@ impl LinePlot {
         let (x_lo, x_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
             (lo.min(x), hi.max(x))
         });
-        let (y_lo, y_hi) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, y)| {
-            (lo.min(y), hi.max(y))
+        let band_ys = self.series.iter().flat_map(|s| {
+            s.band
+                .iter()
+                .flat_map(|&(lo, hi)| [lo, hi])
+                .filter(|y| y.is_finite())
         });
+        let (y_lo, y_hi) = finite()
+            .map(|(_, y)| y)
+            .chain(band_ys)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
         let (x_lo, x_hi) = padded(x_lo, x_hi);
         let (y_lo, y_hi) = self.y_range.unwrap_or_else(|| padded(y_lo, y_hi));
 
@@ -172,24 +215,56 @@ impl LinePlot {
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
             .label_style(("sans-serif", 15))
+            .x_label_formatter(&tick_label)
+            .y_label_formatter(&tick_label)
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(|e| e.to_string())?;
 
-        let mut colour_index = 0;
-        for series in &self.series {
+        // Reference lines are grey; the others take the palette in order.
+        let colours: Vec<RGBColor> = self
+            .series
+            .iter()
+            .scan(0, |next, series| {
+                Some(if series.style == SeriesStyle::Reference {
+                    RGBColor(150, 150, 150)
+                } else {
+                    *next += 1;
+                    PALETTE[(*next - 1) % PALETTE.len()]
+                })
+            })
+            .collect();
+        // Bands first, so that no band veils another series' line.
+        for (series, colour) in self.series.iter().zip(&colours) {
+            let band: Vec<((f64, f64), (f64, f64))> = series
+                .points
+                .iter()
+                .zip(&series.band)
+                .filter(|((x, _), (lo, hi))| x.is_finite() && lo.is_finite() && hi.is_finite())
+                .map(|(&(x, _), &(lo, hi))| ((x, lo), (x, hi)))
+                .collect();
+            if band.len() >= 2 {
+                // Upper edge left to right, lower edge back.
+                let outline: Vec<(f64, f64)> = band
+                    .iter()
+                    .map(|&(_, hi)| hi)
+                    .chain(band.iter().rev().map(|&(lo, _)| lo))
+                    .collect();
+                chart
+                    .draw_series(std::iter::once(Polygon::new(
+                        outline,
+                        colour.mix(0.18).filled(),
+                    )))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        for (series, &colour) in self.series.iter().zip(&colours) {
             let points: Vec<(f64, f64)> = series
                 .points
                 .iter()
                 .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
                 .collect();
-            let colour = if series.style == SeriesStyle::Reference {
-                RGBColor(150, 150, 150)
-            } else {
-                colour_index += 1;
-                PALETTE[(colour_index - 1) % PALETTE.len()]
-            };
             let stroke = match series.style {
                 SeriesStyle::Reference => colour.stroke_width(1),
                 _ => colour.stroke_width(2),
@@ -264,5 +339,58 @@ mod tests {
             .filter(|p| p.0.iter().all(|&c| c < 100))
             .count();
         assert!(dark > 500, "expected axes and text, got {dark} dark pixels");
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        let cases = [
+            (150_000.0, "150k"),
+            (12_500.0, "12.5k"),
+            (2_500_000.0, "2.5M"),
+            (40.0, "40"),
+            (0.25, "0.25"),
+            (0.0, "0"),
+            (-3.5, "-3.5"),
+            (0.0004, "4.0e-4"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(tick_label(&v), want, "{v}");
+        }
+    }
+
+    /// Pixels of the band's tint: the first palette colour at 18% on white.
+    fn tinted_pixels(path: &Path) -> usize {
+        let img = image::open(path).unwrap().to_rgb8();
+        img.pixels()
+            .filter(|p| {
+                let [r, g, b] = p.0;
+                (205..=225).contains(&r) && (222..=238).contains(&g) && (235..=248).contains(&b)
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_band_shades_the_area_around_its_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let points: Vec<(f64, f64)> = (0..20).map(|i| (i as f64, 0.5)).collect();
+        let plot = |band: Vec<(f64, f64)>, name: &str| {
+            let path = dir.path().join(name);
+            LinePlot {
+                series: vec![Series::line("mean", points.clone()).with_band(band)],
+                y_range: Some((0.0, 1.0)),
+                ..Default::default()
+            }
+            .write_png(&path)
+            .unwrap();
+            tinted_pixels(&path)
+        };
+        let without = plot(Vec::new(), "plain.png");
+        // A band of 0.5 ± 0.2 fills about 40% of the plotting area.
+        let with = plot(vec![(0.3, 0.7); 20], "band.png");
+        assert!(without < 100, "no band, yet {without} tinted pixels");
+        assert!(
+            with > 50_000,
+            "expected a shaded band, got {with} tinted pixels"
+        );
     }
 }

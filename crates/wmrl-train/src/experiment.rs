@@ -336,7 +336,12 @@ pub fn run(
     );
     wmrl_report::write_atomic(&out.join("experiment.md"), report.markdown().as_bytes())?;
     wmrl_report::write_json_atomic(&out.join("experiment.json"), &report)?;
-    plot(&plan.modes, &runs, &out.join("success_vs_env_steps.png"))?;
+    plot(
+        &plan.modes,
+        &runs,
+        report.target,
+        &out.join("success_vs_env_steps.png"),
+    )?;
     Ok(report)
 }
 
@@ -392,28 +397,57 @@ fn run_one(
     Ok(summary)
 }
 
-/// Mean success against mean real environment steps, per mode.
-fn plot(modes: &[Mode], runs: &[TrainSummary], path: &Path) -> Result<()> {
-    let series = modes
+/// Mean success against mean real environment steps, per mode, shaded ±
+/// one standard error over seeds, with the target as a grey line.
+fn plot(modes: &[Mode], runs: &[TrainSummary], target: Option<f64>, path: &Path) -> Result<()> {
+    let mut series: Vec<Series> = modes
         .iter()
         .filter_map(|mode| {
             let runs: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
             if runs.is_empty() {
                 return None;
             }
-            let points = mean_curve(&runs, |e| e.env_steps as f64)
-                .into_iter()
-                .map(|(x, y)| (x, 100.0 * y))
+            let curve = wmrl_report::seed_mean_se(
+                &runs
+                    .iter()
+                    .map(|r| {
+                        r.evaluations
+                            .iter()
+                            .map(|e| (e.env_steps as f64, 100.0 * e.success))
+                            .collect()
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            let points = curve.iter().map(|&(x, y)| (x, y.mean)).collect();
+            let band = curve
+                .iter()
+                .map(|(_, y)| (y.mean - y.se, y.mean + y.se))
                 .collect();
-            Some(Series::line(mode.name(), points).with_style(SeriesStyle::LineWithMarkers))
+            Some(
+                Series::line(mode.name(), points)
+                    .with_style(SeriesStyle::LineWithMarkers)
+                    .with_band(band),
+            )
         })
         .collect();
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    if let Some(target) = target {
+        series.push(
+            Series::line(
+                format!("target {:.1}%", 100.0 * target),
+                vec![(0.0, 100.0 * target), (x_max, 100.0 * target)],
+            )
+            .with_style(SeriesStyle::Reference),
+        );
+    }
     LinePlot {
         title: "LIBERO-Long post-training: success against real executions".into(),
         x_label: "real environment steps".into(),
-        y_label: "greedy success, mean over seeds (%)".into(),
+        y_label: "greedy success, mean ± SE over seeds (%)".into(),
         series,
-        y_range: Some((0.0, 100.0)),
         ..Default::default()
     }
     .write_png(path)?;
