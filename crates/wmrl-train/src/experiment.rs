@@ -97,14 +97,23 @@ pub struct ExperimentReport {
     pub rows: Vec<ModeRow>,
 }
 
-/// The seed-mean curve of `runs`, success against `x` of each evaluation.
-fn mean_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f64, f64)> {
-    wmrl_report::seed_mean(
+/// The seed-mean curve of `runs`, success (mean ± SE over seeds) against
+/// `x` of each evaluation.
+fn seed_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f64, MeanSe)> {
+    wmrl_report::seed_mean_se(
         &runs
             .iter()
             .map(|r| r.evaluations.iter().map(|e| (x(e), e.success)).collect())
             .collect::<Vec<_>>(),
     )
+}
+
+/// [`seed_curve`] without the spread.
+fn mean_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f64, f64)> {
+    seed_curve(runs, x)
+        .into_iter()
+        .map(|(x, y)| (x, y.mean))
+        .collect()
 }
 
 impl ExperimentReport {
@@ -407,21 +416,11 @@ fn plot(modes: &[Mode], runs: &[TrainSummary], target: Option<f64>, path: &Path)
             if runs.is_empty() {
                 return None;
             }
-            let curve = wmrl_report::seed_mean_se(
-                &runs
-                    .iter()
-                    .map(|r| {
-                        r.evaluations
-                            .iter()
-                            .map(|e| (e.env_steps as f64, 100.0 * e.success))
-                            .collect()
-                    })
-                    .collect::<Vec<_>>(),
-            );
-            let points = curve.iter().map(|&(x, y)| (x, y.mean)).collect();
+            let curve = seed_curve(&runs, |e| e.env_steps as f64);
+            let points = curve.iter().map(|(x, y)| (*x, 100.0 * y.mean)).collect();
             let band = curve
                 .iter()
-                .map(|(_, y)| (y.mean - y.se, y.mean + y.se))
+                .map(|(_, y)| (100.0 * (y.mean - y.se), 100.0 * (y.mean + y.se)))
                 .collect();
             Some(
                 Series::line(mode.name(), points)
