@@ -264,15 +264,20 @@ impl VlaTrainer {
         let chunk_len = policy.config().action.chunk_len as usize;
         let mut world_model = VlaWorldModel::new(model, encoder, starts)?;
         if config.imagine_prefix_chunks > 0 {
-            world_model = world_model.with_prefixes(Box::new(SimPrefixes::new(
-                x.envs,
-                train_options.clone(),
-                config.imagine_prefix_chunks,
-                chunk_len,
-            )));
+            world_model = world_model
+                .with_prefixes(Box::new(SimPrefixes::new(
+                    x.envs,
+                    train_options.clone(),
+                    config.imagine_prefix_chunks,
+                    chunk_len,
+                )))
+                .with_imagined_chunks_trained(config.train_imagined_chunks);
         }
-        let learner = VlaLearner::new(policy, config.grpo.clone())?
+        let mut learner = VlaLearner::new(policy, config.grpo.clone())?
             .with_sampling_temperature(x.temperature)?;
+        if config.anchors_alone_after_prefix {
+            learner = learner.with_anchors_alone_after(config.imagine_prefix_chunks);
+        }
         let mut eval_options = SimExecutorOptions::default();
         eval_options.env.max_steps = x.max_steps;
         let adapter = sim::libero_adapter(&config.tasks, config.core.seed)?;

@@ -19,7 +19,8 @@
 //! imagined episode first executes a few chunks for real through a
 //! [`PrefixExecutor`], and the loop above starts from the real state
 //! reached; the episode's score is the model's success estimate from there,
-//! and the learner gets the executed chunks only.
+//! and the learner gets the executed chunks only (or, with
+//! [`VlaWorldModel::with_imagined_chunks_trained`], the imagined ones too).
 //!
 //! **Anchors are scored like imagined episodes**: their executed chunks are
 //! replayed open-loop through the dynamics from their initial observation,
@@ -109,6 +110,9 @@ pub struct VlaWorldModel {
     scored_anchors: Vec<LatentTrajectory>,
     /// Executes the first chunks of every imagined episode for real, when set.
     prefixes: Option<Box<dyn PrefixExecutor>>,
+    /// Whether branched rollouts hand the learner their imagined
+    /// continuation's chunks too ([`Self::with_imagined_chunks_trained`]).
+    train_imagined_chunks: bool,
     /// Counters.
     pub stats: WmStats,
 }
@@ -153,6 +157,7 @@ impl VlaWorldModel {
             last_real_scores: Vec::new(),
             scored_anchors: Vec::new(),
             prefixes: None,
+            train_imagined_chunks: false,
             stats: WmStats::default(),
         })
     }
@@ -164,7 +169,8 @@ impl VlaWorldModel {
     /// already reached the goal, 0 when it ran out of steps), and the
     /// rollout handed to the learner holds only the executed chunks: the
     /// imagined continuation estimates their value and is not trained on,
-    /// so the policy cannot learn to exploit the model's dynamics. The
+    /// so the policy cannot learn to exploit the model's dynamics
+    /// ([`Self::with_imagined_chunks_trained`] trains on it too). The
     /// prefixes' control steps are real environment steps
     /// ([`WmStats::prefix_steps`]).
     ///
@@ -177,6 +183,17 @@ impl VlaWorldModel {
     /// start.
     pub fn with_prefixes(mut self, prefixes: Box<dyn PrefixExecutor>) -> Self {
         self.prefixes = Some(prefixes);
+        self
+    }
+
+    /// With branched imagination, also hand the learner the chunks the
+    /// world model imagined after the prefix (their inputs are imagined
+    /// latents), so the imagined stream trains the whole episode rather
+    /// than its first `prefixes.chunks()` chunks; the continuation is then
+    /// trained on, and the policy can learn the model's errors as well as
+    /// the task. Off by default (see [`Self::with_prefixes`]).
+    pub fn with_imagined_chunks_trained(mut self, train: bool) -> Self {
+        self.train_imagined_chunks = train;
         self
     }
 
@@ -478,6 +495,11 @@ impl VlaWorldModel {
         let dreams = self.dream_with_retries(policy, &starts, k)?;
         for (&i, dream) in running.iter().zip(dreams) {
             scores[i] = dream.score;
+            if self.train_imagined_chunks {
+                let record = &mut records[i];
+                record.chunks.extend(dream.record.chunks);
+                record.inputs.extend(dream.record.inputs);
+            }
         }
         self.stats.imagined += episodes.len() as u64;
         Ok(records

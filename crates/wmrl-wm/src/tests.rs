@@ -490,6 +490,39 @@ fn branched_imagination_executes_prefixes_and_imagines_the_rest() {
     assert_eq!(wm.stats.prefix_episodes, 4);
     assert_eq!(wm.stats.prefix_steps, (3 + 1 + 1 + 3) * 8);
     assert_eq!(wm.stats.imagined, 4);
+    // Trained with their imagined continuations, the episodes still running
+    // after their prefix (states 0 and 3) carry the model's chunks too, with
+    // imagined inputs; the scores and the executed chunks do not change.
+    let c = make()
+        .with_imagined_chunks_trained(true)
+        .imagine(&policy, &requests)
+        .unwrap();
+    for ((with, without), chunks) in c.iter().zip(&a).zip([horizon, 1, 1, horizon]) {
+        assert_eq!(with.score, without.score);
+        assert_eq!(with.rollout.chunks.len(), chunks);
+        assert_eq!(with.rollout.inputs.len(), chunks);
+        assert_eq!(
+            with.rollout.steps, without.rollout.steps,
+            "executed steps only"
+        );
+        let executed = without.rollout.chunks.len();
+        assert_eq!(with.rollout.chunks[..executed], without.rollout.chunks[..]);
+        assert_eq!(with.rollout.inputs[..executed], without.rollout.inputs[..]);
+    }
+    // The continuation starts from the real state reached, then follows the model.
+    let inputs = &c[0].rollout.inputs;
+    assert!(
+        inputs[3]
+            .latent
+            .iter()
+            .zip(&latent)
+            .all(|(x, y)| (x - y).abs() < 1e-4)
+    );
+    assert_ne!(
+        inputs[horizon - 1].latent,
+        inputs[3].latent,
+        "the model's latent"
+    );
 }
 
 #[test]
