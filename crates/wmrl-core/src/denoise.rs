@@ -79,6 +79,12 @@
 //! alternative. Over six seeds it ended level with the correlation form
 //! (51.7 ± 2.3% against 50.7 ± 2.2%, `crates/wmrl-train/README.md`).
 //!
+//! The weights are per rollout, so the chunks after the prefix, which only
+//! anchors train, are held at w_A too. Fusing per chunk instead (an
+//! anchor's later chunks at the anchor stream's weight alone) ended lower
+//! over the same six seeds (46.7 ± 1.2%): eight anchors a step are a noisy
+//! gradient for those chunks by themselves.
+//!
 //! # Estimation
 //! Only anchors carry both ŝ and r. The statistics are estimated **out of
 //! sample** by K-fold cross-fitting over anchor *groups* in the

@@ -65,12 +65,6 @@ pub struct TrainConfig {
     /// the world model imagined after the prefix as well as the executed
     /// ones (default: false, the executed chunks only).
     pub train_imagined_chunks: bool,
-    /// With branched imagination (and `train_imagined_chunks` off), fuse
-    /// the streams per chunk: the imagined stream has gradient estimates
-    /// for the executed prefix chunks only, so the anchors' later chunks
-    /// are weighted as if the anchor stream stood alone (default: false,
-    /// every chunk of an anchor at the fused weight w_A).
-    pub anchors_alone_after_prefix: bool,
     /// Execute the anchor groups in the simulator on a worker thread while the
     /// world model imagines the others (default: true). Same results either
     /// way; only the wall-clock differs.
@@ -99,7 +93,6 @@ impl Default for TrainConfig {
             imagine_steps: None,
             imagine_prefix_chunks: 0,
             train_imagined_chunks: false,
-            anchors_alone_after_prefix: false,
             overlap_anchors: true,
             checkpoint_every: 1,
         }
@@ -133,17 +126,6 @@ impl TrainConfig {
             return bad(
                 "train_imagined_chunks",
                 "expected false without branched imagination (imagine_prefix_chunks = 0): whole imagined episodes are always trained on".into(),
-            );
-        }
-        if self.anchors_alone_after_prefix
-            && (self.imagine_prefix_chunks == 0 || self.train_imagined_chunks)
-        {
-            return bad(
-                "anchors_alone_after_prefix",
-                format!(
-                    "expected false unless imagined episodes train their executed prefix only (imagine_prefix_chunks > 0, train_imagined_chunks = false); found imagine_prefix_chunks = {}, train_imagined_chunks = {}",
-                    self.imagine_prefix_chunks, self.train_imagined_chunks
-                ),
             );
         }
         if self.imagine_prefix_chunks > 0 {
@@ -292,25 +274,6 @@ mod tests {
             err.contains("train_imagined_chunks") && err.contains("imagine_prefix_chunks = 0"),
             "{err}"
         );
-        // Per-chunk fusion needs imagined episodes that train their prefix only.
-        let alone = |set: &[&str]| {
-            let mut overrides = vec!["anchors_alone_after_prefix=true".to_string()];
-            overrides.extend(set.iter().map(|s| s.to_string()));
-            TrainConfig::parse(
-                "[core]\nanchor_scoring = \"twin\"\n",
-                "run.toml",
-                false,
-                &overrides,
-            )
-        };
-        assert!(alone(&["imagine_prefix_chunks=4"]).is_ok());
-        for set in [
-            &["imagine_prefix_chunks=0"][..],
-            &["imagine_prefix_chunks=4", "train_imagined_chunks=true"],
-        ] {
-            let err = alone(set).unwrap_err().to_string();
-            assert!(err.contains("anchors_alone_after_prefix"), "{err}");
-        }
     }
 
     #[test]

@@ -273,11 +273,8 @@ impl VlaTrainer {
                 )))
                 .with_imagined_chunks_trained(config.train_imagined_chunks);
         }
-        let mut learner = VlaLearner::new(policy, config.grpo.clone())?
+        let learner = VlaLearner::new(policy, config.grpo.clone())?
             .with_sampling_temperature(x.temperature)?;
-        if config.anchors_alone_after_prefix {
-            learner = learner.with_anchors_alone_after(config.imagine_prefix_chunks);
-        }
         let mut eval_options = SimExecutorOptions::default();
         eval_options.env.max_steps = x.max_steps;
         let adapter = sim::libero_adapter(&config.tasks, config.core.seed)?;

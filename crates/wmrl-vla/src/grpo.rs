@@ -35,7 +35,6 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
-use wmrl_core::advantage::Stream;
 use wmrl_core::seams::{Batch, Policy};
 use wmrl_tch::{AdamW, AdamWConfig};
 
@@ -189,9 +188,6 @@ pub struct VlaLearner {
     /// Temperature T the rollouts were sampled at: the learner optimises
     /// softmax(logits / T).
     temperature: f64,
-    /// With branched imagination, the chunks imagined episodes executed
-    /// before the world model took over ([`Self::with_anchors_alone_after`]).
-    anchors_alone_after: Option<usize>,
     /// Statistics of the last `learn` call.
     pub last: LearnStats,
     /// Optimiser steps taken.
@@ -236,7 +232,6 @@ impl VlaLearner {
             optimizer,
             config,
             temperature: 1.0,
-            anchors_alone_after: None,
             last: LearnStats::default(),
             steps: 0,
         })
@@ -254,18 +249,6 @@ impl VlaLearner {
         }
         self.temperature = temperature;
         Ok(self)
-    }
-
-    /// Per-chunk stream fusion for branched imagination, where the imagined
-    /// stream trains only the first `prefix_chunks` chunks of its episodes:
-    /// beyond them it has no gradient estimate to fuse with, so an anchor's
-    /// later chunks take the weight the anchor stream would have alone
-    /// (its loss weight divided by the step's anchor stream weight w_A),
-    /// rather than w_A's share of it. The prefix chunks keep the fused
-    /// weights. No effect in modes where w_A is 0 or 1 (`wm-only`, `real`).
-    pub fn with_anchors_alone_after(mut self, prefix_chunks: usize) -> Self {
-        self.anchors_alone_after = Some(prefix_chunks);
-        self
     }
 
     /// The policy.
@@ -450,16 +433,8 @@ impl VlaLearner {
         let (d, p) = (c.latent_dim as usize, c.proprio_dim as usize);
         let per = c.tokens_per_chunk() as usize;
         let mut rows = ChunkRows::default();
-        let anchor_weight = batch.diagnostics.stream_weights.anchor;
         for sample in &batch.samples {
             let w = sample.signal.loss_weight;
-            // The anchor's weight alone, from chunk `prefix` on.
-            let alone = match (self.anchors_alone_after, sample.signal.stream) {
-                (Some(prefix), Stream::Anchor) if anchor_weight > 0.0 && anchor_weight < 1.0 => {
-                    Some((prefix, w / anchor_weight))
-                }
-                _ => None,
-            };
             let record = &sample.rollout;
             if w == 0.0 || record.chunks.is_empty() {
                 continue;
@@ -481,17 +456,13 @@ impl VlaLearner {
                     latents.len() + proprios.len(),
                 ));
             }
-            for (c, chunk) in record.chunks.iter().enumerate() {
+            for chunk in &record.chunks {
                 if chunk.tokens.len() != per {
                     return Err(Error::mismatch("tokens per chunk", per, chunk.tokens.len()));
                 }
-                let weight = match alone {
-                    Some((prefix, alone)) if c >= prefix => alone,
-                    _ => w,
-                };
                 rows.tokens.extend_from_slice(&chunk.tokens);
                 rows.old_log_probs.push(chunk.log_prob);
-                rows.weights.push((weight / k as f64) as f32);
+                rows.weights.push((w / k as f64) as f32);
                 rows.advantages.push(sample.signal.advantage as f32);
                 rows.instruction_rows.push(row as i64);
             }
@@ -663,6 +634,7 @@ mod tests {
     use crate::rollout::ChunkInput;
     use crate::tokenizer::Tokenizer;
     use rand::{Rng, SeedableRng};
+    use wmrl_core::advantage::Stream;
     use wmrl_core::diagnostics::StepDiagnostics;
     use wmrl_core::fuse::SampleOut;
     use wmrl_core::seams::BatchSample;
@@ -671,8 +643,7 @@ mod tests {
     /// this module that seed it and draw from it take this lock.
     static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    /// Step diagnostics of a `real` step (the learner reads only the
-    /// stream weights, for [`VlaLearner::with_anchors_alone_after`]).
+    /// Step diagnostics are not read by the learner; any valid value will do.
     fn diagnostics() -> StepDiagnostics {
         serde_json::from_value(serde_json::json!({
             "step": 0, "mode": "real", "groups": 1, "anchor_groups": 1, "world_model_groups": 0,
@@ -682,89 +653,6 @@ mod tests {
             "zero_variance_groups": 0, "zero_variance_share": 0.0
         }))
         .unwrap()
-    }
-
-    /// Per-chunk fusion under branched imagination: an anchor's chunks
-    /// after the imagined prefix take the anchor stream's weight alone; its
-    /// prefix chunks and imagined samples keep the fused weights; a `real`
-    /// step (w_A = 1) is unchanged.
-    #[test]
-    fn anchor_chunks_after_the_imagined_prefix_take_the_anchor_streams_weight_alone() {
-        // (initialising the policy draws from libtorch's generator)
-        let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-        let config = VlaConfig::load("tiny", &[]).unwrap();
-        let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-        let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
-        let c = policy.config();
-        let (chunk_len, action_dim) = (c.action.chunk_len as usize, c.action.action_dim as usize);
-        let input = ChunkInput {
-            latent: vec![0.0; c.latent_dim as usize],
-            proprio: vec![0.0; c.proprio_dim as usize],
-        };
-        let chunk = ActionChunk {
-            tokens: vec![0; chunk_len * action_dim],
-            actions: vec![0.0; chunk_len * action_dim],
-            chunk_len,
-            action_dim,
-            log_prob: -1.0,
-        };
-        let sample = |stream, chunks: usize, loss_weight| BatchSample {
-            signal: SampleOut {
-                group: 0,
-                sample: 0,
-                stream,
-                reward: 0.0,
-                advantage: 1.0,
-                loss_weight,
-            },
-            rollout: EpisodeRecord {
-                chunks: vec![chunk.clone(); chunks],
-                inputs: vec![input.clone(); chunks],
-                ..Default::default()
-            },
-        };
-        let batch = |anchor_weight: f64| {
-            let mut diagnostics = diagnostics();
-            diagnostics.stream_weights.anchor = anchor_weight;
-            diagnostics.stream_weights.world_model = 1.0 - anchor_weight;
-            Batch {
-                step: 0,
-                prompts: vec![TaskPrompt {
-                    task_index: 0,
-                    state_index: 0,
-                    instruction: "open the drawer".into(),
-                }],
-                samples: vec![
-                    sample(Stream::Anchor, 5, anchor_weight),
-                    sample(Stream::WorldModel, 2, 1.0 - anchor_weight),
-                ],
-                diagnostics,
-            }
-        };
-        let weights = |learner: &VlaLearner, anchor_weight| {
-            learner.chunk_rows(&batch(anchor_weight)).unwrap().weights
-        };
-        let plain = VlaLearner::new(policy.try_clone().unwrap(), GrpoConfig::default()).unwrap();
-        let fused = VlaLearner::new(policy, GrpoConfig::default())
-            .unwrap()
-            .with_anchors_alone_after(2);
-        let close = |got: Vec<f32>, want: &[f32]| {
-            assert_eq!(got.len(), want.len());
-            assert!(
-                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6),
-                "{got:?} vs {want:?}"
-            );
-        };
-        // Each rollout's weight is spread over its chunks (w/5, w/2).
-        close(
-            weights(&plain, 0.25),
-            &[0.05, 0.05, 0.05, 0.05, 0.05, 0.375, 0.375],
-        );
-        close(
-            weights(&fused, 0.25),
-            &[0.05, 0.05, 0.2, 0.2, 0.2, 0.375, 0.375],
-        );
-        close(weights(&fused, 1.0), &weights(&plain, 1.0));
     }
 
     /// GRPO raises the probability of the rewarded actions: rollouts whose
