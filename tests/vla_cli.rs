@@ -553,6 +553,31 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(rows, (1..=30).collect::<Vec<u64>>());
     let summary: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
     assert_eq!(summary["executions"], 30 * 2, "{summary}");
+    // A finished run goes on with more iterations; fewer than it completed are refused.
+    let extend = |iterations: &str| {
+        wmrl(&[
+            "--device",
+            "cpu",
+            "--json",
+            "train",
+            "--resume",
+            killed_dir.to_str().unwrap(),
+            "--iterations",
+            iterations,
+        ])
+    };
+    let shorter = extend("29");
+    assert!(
+        !shorter.status.success() && text(&shorter).contains("at least the 30 iterations"),
+        "{}",
+        text(&shorter)
+    );
+    let extended = extend("31");
+    assert!(extended.status.success(), "{}", text(&extended));
+    let summary: serde_json::Value = serde_json::from_slice(&extended.stdout).unwrap();
+    assert_eq!(summary["executions"], 31 * 2, "{summary}");
+    let rows = std::fs::read_to_string(killed_dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 31);
     // `wmrl experiment`: two modes side by side, the ablation table written.
     let exp_dir = dir.path().join("experiment");
     let mut args: Vec<String> = [
@@ -595,6 +620,27 @@ fn world_model_collect_train_eval_and_bench() {
         std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap(),
         before
     );
+    // Another config on the same folder is refused by name, not reused...
+    let mut other = args.clone();
+    other.extend(["--set", "grpo.lr=3e-4"].map(String::from));
+    let refused = wmrl(&other.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !refused.status.success()
+            && text(&refused).contains("real-seed0")
+            && text(&refused).contains("another config"),
+        "{}",
+        text(&refused)
+    );
+    // ...and more iterations extend the finished runs.
+    let mut longer = args.clone();
+    longer.extend(["--set", "iterations=2"].map(String::from));
+    let extended = wmrl(&longer.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(extended.status.success(), "{}", text(&extended));
+    let rows = std::fs::read_to_string(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap();
+    assert!(rows.starts_with(std::str::from_utf8(&before).unwrap()));
+    assert_eq!(rows.lines().count(), 2);
+    let table = std::fs::read_to_string(exp_dir.join("experiment.md")).unwrap();
+    assert!(table.contains("2 iterations"), "{table}");
 
     // `wmrl bench train`: overlapped and sequential anchors, interleaved,
     // the same policy at the end.

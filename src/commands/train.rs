@@ -32,13 +32,23 @@ pub struct TrainArgs {
     /// crash or `kill -9`), with the config saved there.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["policy", "wm", "out"])]
     pub resume: Option<PathBuf>,
+    /// With --resume: raise the run's iteration count (saved in its
+    /// config.json), so a finished run goes on training.
+    #[arg(long, requires = "resume")]
+    pub iterations: Option<u64>,
 }
 
 pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
     let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
     let mut trainer = match (&args.resume, &args.policy, &args.wm, &args.out) {
-        (Some(run), ..) => VlaTrainer::resume(run, device)
-            .with_context(|| format!("resuming the run in {}", run.display()))?,
+        (Some(run), ..) => {
+            let mut trainer = VlaTrainer::resume(run, device)
+                .with_context(|| format!("resuming the run in {}", run.display()))?;
+            if let Some(iterations) = args.iterations {
+                trainer.extend_to(iterations)?;
+            }
+            trainer
+        }
         (None, Some(policy), Some(wm), Some(out)) => {
             let config = TrainConfig::load(args.config.as_deref(), &args.overrides)?;
             VlaTrainer::new(config, policy, wm, out, device)

@@ -8,7 +8,9 @@
 //! finished leaves `summary.json` and is not run again; a run that was
 //! interrupted is resumed from its checkpoint. So an experiment killed at any
 //! moment continues where it stopped when started again with the same
-//! arguments.
+//! arguments. Started again with more `iterations` (and nothing else
+//! changed), it extends its runs ([`VlaTrainer::extend_to`]) instead of
+//! starting them over; a run folder of another config is refused by name.
 //!
 //! The target: `--target` when given, otherwise the mean final success of
 //! `real` (WMRL must reach `real`'s gain). "Steps to target" is where the
@@ -366,30 +368,56 @@ fn run_one(
     progress: &mut dyn FnMut(u64, Option<&Evaluation>),
 ) -> Result<TrainSummary> {
     let summary_path = dir.join(SUMMARY_FILE);
-    if summary_path.exists() {
-        let text = std::fs::read_to_string(&summary_path).map_err(|source| Error::Io {
-            path: summary_path.clone(),
-            source,
-        })?;
-        let summary: TrainSummary = serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
-            path: summary_path.clone(),
-            message: e.to_string(),
-        })?;
-        tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
-        return Ok(summary);
-    }
     let mut config = plan.config.clone();
     config.core.mode = mode;
     config.core.seed = seed;
-    let mut trainer = if checkpoint::latest(dir)?.is_some() {
-        let trainer = VlaTrainer::resume(dir, device)?;
-        if *trainer.config() != config {
-            return Err(Error::Checkpoint {
-                path: dir.join("config.json"),
-                message: "belongs to an experiment with another config; choose another --out"
-                    .into(),
-            });
+    let mut trainer = if summary_path.exists() || checkpoint::latest(dir)?.is_some() {
+        // A run of this folder, finished or stopped: it must be this
+        // experiment's, up to a shorter iteration count, which is extended.
+        let config_path = dir.join("config.json");
+        let saved = TrainConfig::read_resolved(&config_path)?;
+        let other = |message: String| Error::Checkpoint {
+            path: config_path.clone(),
+            message,
+        };
+        if saved.iterations > config.iterations {
+            return Err(other(format!(
+                "ran {} iterations and this experiment asks for {}; choose another --out",
+                saved.iterations, config.iterations
+            )));
         }
+        if (TrainConfig {
+            iterations: config.iterations,
+            ..saved.clone()
+        }) != config
+        {
+            return Err(other(
+                "belongs to an experiment with another config; choose another --out".into(),
+            ));
+        }
+        if summary_path.exists() {
+            if saved.iterations == config.iterations {
+                let text = std::fs::read_to_string(&summary_path).map_err(|source| Error::Io {
+                    path: summary_path.clone(),
+                    source,
+                })?;
+                let summary: TrainSummary =
+                    serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
+                        path: summary_path.clone(),
+                        message: e.to_string(),
+                    })?;
+                tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
+                return Ok(summary);
+            }
+            // Extended below; the summary of the shorter run goes first, so
+            // that a stop in between resumes rather than reuses it.
+            std::fs::remove_file(&summary_path).map_err(|source| Error::Io {
+                path: summary_path.clone(),
+                source,
+            })?;
+        }
+        let mut trainer = VlaTrainer::resume(dir, device)?;
+        trainer.extend_to(config.iterations)?;
         trainer
     } else {
         if dir.join(CHECKPOINTS_DIR).exists() || dir.join("metrics.jsonl").exists() {

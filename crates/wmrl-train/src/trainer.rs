@@ -313,6 +313,38 @@ impl VlaTrainer {
         self.core.step()
     }
 
+    /// Raises the run's iteration count to `iterations` and saves it in
+    /// `config.json`, so that a finished run (resumed with [`Self::resume`])
+    /// goes on. Training does not depend on the count, only the evaluation
+    /// after the last iteration does: the extended run trains exactly as one
+    /// configured with `iterations` from the start, with one more
+    /// evaluation at the old last iteration. Fails, changing nothing, below
+    /// the iterations already completed.
+    pub fn extend_to(&mut self, iterations: u64) -> Result<()> {
+        let completed = self.completed_iterations();
+        if iterations < completed {
+            return Err(Error::Config {
+                origin: "field `iterations`".into(),
+                message: format!(
+                    "expected at least the {completed} iterations the run in {} has completed, found {iterations}",
+                    self.run_dir.display()
+                ),
+            });
+        }
+        if iterations != self.config.iterations {
+            let mut config = self.config.clone();
+            config.iterations = iterations;
+            wmrl_report::write_json_atomic(&self.run_dir.join("config.json"), &config)?;
+            tracing::info!(
+                from = self.config.iterations,
+                to = iterations,
+                "run extended"
+            );
+            self.config = config;
+        }
+        Ok(())
+    }
+
     /// The resolved config.
     pub fn config(&self) -> &TrainConfig {
         &self.config
@@ -766,7 +798,7 @@ mod tests {
 
         let stopped_dir = dir.path().join("stopped");
         let mut first =
-            VlaTrainer::new(config, &policy, &wm, &stopped_dir, tch::Device::Cpu).unwrap();
+            VlaTrainer::new(config.clone(), &policy, &wm, &stopped_dir, tch::Device::Cpu).unwrap();
         first.run_until(2, &mut |_, _| {}).unwrap();
         drop(first);
         // The iteration in flight when the process died: its row was written
@@ -819,6 +851,37 @@ mod tests {
                 .all(|r| r["learner"]["grad_norm"].as_f64().unwrap() > 0.0),
             "the policy moved every iteration: {a:?}"
         );
+
+        // A run that finished after 3 iterations, extended to 4, trains as
+        // the 4-iteration run did (one more evaluation, at iteration 3).
+        let extended_dir = dir.path().join("extended");
+        let mut shorter = config.clone();
+        shorter.iterations = 3;
+        VlaTrainer::new(shorter, &policy, &wm, &extended_dir, tch::Device::Cpu)
+            .unwrap()
+            .run(&mut |_, _| {})
+            .unwrap();
+        let mut extended = VlaTrainer::resume(&extended_dir, tch::Device::Cpu).unwrap();
+        let err = extended.extend_to(2).unwrap_err().to_string();
+        assert!(err.contains("iterations") && err.contains('3'), "{err}");
+        extended.extend_to(4).unwrap();
+        let summary = extended.run(&mut |_, _| {}).unwrap();
+        assert_eq!(summary.evaluations.len(), 4, "0, 2, 3 (the old last) and 4");
+        assert!(
+            bits(&straight_dir) == bits(&extended_dir),
+            "extended policy weights differ from the 4-iteration run's"
+        );
+        let without_eval = |rows: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+            rows.into_iter()
+                .map(|mut r| {
+                    r.as_object_mut().unwrap().remove("eval");
+                    r
+                })
+                .collect()
+        };
+        assert_eq!(without_eval(rows(&extended_dir)), without_eval(a.clone()));
+        let saved = TrainConfig::read_resolved(&extended_dir.join("config.json")).unwrap();
+        assert_eq!(saved.iterations, 4);
 
         // Resuming a finished run has nothing left to do; a folder without a
         // run is refused by name.
