@@ -32,8 +32,9 @@ pub struct TrainArgs {
     /// crash or `kill -9`), with the config saved there.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["policy", "wm", "out"])]
     pub resume: Option<PathBuf>,
-    /// With --resume: raise the run's iteration count (saved in its
-    /// config.json), so a finished run goes on training.
+    /// With --resume: set the run's iteration count (saved in its
+    /// config.json), e.g. raise it so a finished run goes on training;
+    /// at least the iterations already completed.
     #[arg(long, requires = "resume")]
     pub iterations: Option<u64>,
 }

@@ -313,9 +313,9 @@ impl VlaTrainer {
         self.core.step()
     }
 
-    /// Raises the run's iteration count to `iterations` and saves it in
-    /// `config.json`, so that a finished run (resumed with [`Self::resume`])
-    /// goes on. Training does not depend on the count, only the evaluation
+    /// Sets the run's iteration count to `iterations` and saves it in
+    /// `config.json`: raised, a finished run (resumed with [`Self::resume`])
+    /// goes on; lowered, an unfinished one ends sooner. Training does not depend on the count, only the evaluation
     /// after the last iteration does: the extended run trains exactly as one
     /// configured with `iterations` from the start, with one more
     /// evaluation at the old last iteration. Fails, changing nothing, below
