@@ -374,40 +374,11 @@ fn run_one(
     let mut trainer = if summary_path.exists() || checkpoint::latest(dir)?.is_some() {
         // A run of this folder, finished or stopped: it must be this
         // experiment's, up to a shorter iteration count, which is extended.
-        let config_path = dir.join("config.json");
-        let saved = TrainConfig::read_resolved(&config_path)?;
-        let other = |message: String| Error::Checkpoint {
-            path: config_path.clone(),
-            message,
-        };
-        if saved.iterations > config.iterations {
-            return Err(other(format!(
-                "ran {} iterations and this experiment asks for {}; choose another --out",
-                saved.iterations, config.iterations
-            )));
-        }
-        if (TrainConfig {
-            iterations: config.iterations,
-            ..saved.clone()
-        }) != config
-        {
-            return Err(other(
-                "belongs to an experiment with another config; choose another --out".into(),
-            ));
-        }
+        let saved = check_run_config(&dir.join("config.json"), &config)?;
         if summary_path.exists() {
             if saved.iterations == config.iterations {
-                let text = std::fs::read_to_string(&summary_path).map_err(|source| Error::Io {
-                    path: summary_path.clone(),
-                    source,
-                })?;
-                let summary: TrainSummary =
-                    serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
-                        path: summary_path.clone(),
-                        message: e.to_string(),
-                    })?;
                 tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
-                return Ok(summary);
+                return read_summary(&summary_path);
             }
             // Extended below; the summary of the shorter run goes first, so
             // that a stop in between resumes rather than reuses it.
@@ -432,6 +403,44 @@ fn run_one(
     let summary = trainer.run(progress)?;
     wmrl_report::write_json_atomic(&summary_path, &summary)?;
     Ok(summary)
+}
+
+/// The config a run folder saved (`config_path`), if it is `wanted` up to
+/// a smaller or equal iteration count; otherwise an error naming the file.
+fn check_run_config(config_path: &Path, wanted: &TrainConfig) -> Result<TrainConfig> {
+    let saved = TrainConfig::read_resolved(config_path)?;
+    let refuse = |message: String| {
+        Err(Error::Checkpoint {
+            path: config_path.into(),
+            message,
+        })
+    };
+    if saved.iterations > wanted.iterations {
+        return refuse(format!(
+            "ran {} iterations and this experiment asks for {}; choose another --out",
+            saved.iterations, wanted.iterations
+        ));
+    }
+    let same_but_iterations = TrainConfig {
+        iterations: wanted.iterations,
+        ..saved.clone()
+    } == *wanted;
+    if !same_but_iterations {
+        return refuse("belongs to an experiment with another config; choose another --out".into());
+    }
+    Ok(saved)
+}
+
+/// A finished run's `summary.json`.
+fn read_summary(path: &Path) -> Result<TrainSummary> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
+        path: path.into(),
+        message: e.to_string(),
+    })
 }
 
 /// Mean success against mean real environment steps, per mode, shaded ±
