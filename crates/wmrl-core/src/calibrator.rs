@@ -11,9 +11,12 @@
 //!   pairs whose weight fell below 2⁻¹⁶ of their original are dropped.
 //!
 //! Either way at most `max_pairs` pairs are kept (oldest dropped first).
-//! While fewer than `min_pairs` pairs are held, f̂ is the identity and a
-//! warning is logged once per such period: an isotonic map of a handful of
-//! points would be a step function that erases the world model's ranking.
+//! While fewer than `min_pairs` pairs are held, f̂ is the identity: an
+//! isotonic map of a handful of points would be a step function that erases
+//! the world model's ranking. Each such period is logged once: at `info`
+//! while the calibrator warms up at the start of a run (expected), as a
+//! warning when a fitted map is lost because old pairs were forgotten
+//! faster than new ones arrived (a window too short for the anchor rate).
 //!
 //! The whole state (configuration, pairs, current step, fitted blocks)
 //! serialises with serde; with serde_json's `float_roundtrip` feature (set
@@ -155,7 +158,7 @@ pub struct OnlineCalibrator {
     step: u64,
     pairs: VecDeque<AnchorPair>,
     fit: Option<IsotonicFit>,
-    warned: bool,
+    identity_logged: bool,
 }
 
 impl PartialEq for OnlineCalibrator {
@@ -191,7 +194,7 @@ impl TryFrom<CalibratorState> for OnlineCalibrator {
             step: s.step,
             pairs: s.pairs,
             fit,
-            warned: false,
+            identity_logged: false,
         })
     }
 }
@@ -216,7 +219,7 @@ impl OnlineCalibrator {
             step: 0,
             pairs: VecDeque::new(),
             fit: None,
-            warned: false,
+            identity_logged: false,
         })
     }
 
@@ -252,18 +255,28 @@ impl OnlineCalibrator {
         let _span = tracing::debug_span!("calibrator_refit", pairs = self.pairs.len()).entered();
         let points = self.weighted_points();
         if points.len() < self.config.min_pairs {
-            if !self.warned {
-                tracing::warn!(
-                    pairs = points.len(),
-                    min_pairs = self.config.min_pairs,
-                    "fewer anchor pairs than calibrator.min_pairs: world-model scores are used uncalibrated (identity map)"
-                );
-                self.warned = true;
+            if !self.identity_logged {
+                if self.fit.is_some() {
+                    tracing::warn!(
+                        pairs = points.len(),
+                        min_pairs = self.config.min_pairs,
+                        "anchor pairs fell below calibrator.min_pairs as old ones were forgotten: \
+                         world-model scores are used uncalibrated (identity map) until enough arrive"
+                    );
+                } else {
+                    tracing::info!(
+                        pairs = points.len(),
+                        min_pairs = self.config.min_pairs,
+                        "calibrator warming up: world-model scores are used uncalibrated (identity map) \
+                         until calibrator.min_pairs anchor pairs have arrived"
+                    );
+                }
+                self.identity_logged = true;
             }
             self.fit = None;
             return Ok(());
         }
-        self.warned = false;
+        self.identity_logged = false;
         self.fit = Some(IsotonicFit::fit_points(points)?);
         Ok(())
     }

@@ -54,7 +54,7 @@ pub struct RunState {
     pub core: Core,
     /// Real episodes executed by training.
     pub executions: u64,
-    /// Imagined episodes.
+    /// Imagined episodes of the training groups (anchors' imagined twins not included).
     pub imagined: u64,
     /// Wall-clock seconds of training.
     pub train_seconds: f64,

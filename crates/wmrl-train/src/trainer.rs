@@ -84,7 +84,7 @@ pub struct TrainSummary {
     pub prefix_env_steps: u64,
     /// Real episodes executed by training (anchors; prefixes not included).
     pub executions: u64,
-    /// Imagined episodes.
+    /// Imagined episodes of the training groups (anchors' imagined twins not included).
     pub imagined: u64,
     /// Wall-clock seconds of training (evaluations excluded).
     pub train_seconds: f64,
