@@ -672,6 +672,63 @@ fn world_model_collect_train_eval_and_bench() {
         "{figures}"
     );
 
+    // `wmrl bench gradient`: reference steps of `real`, probed steps of a
+    // mixed mode, every weight scored; a mode without both streams is
+    // refused by name before anything runs.
+    let mut args: Vec<String> = [
+        "--device",
+        "cpu",
+        "--json",
+        "bench",
+        "gradient",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--modes",
+        "wmrl-no-debias",
+        "--steps",
+        "2",
+        "--reference-steps",
+        "2",
+        "--warmup",
+        "0",
+        "--out",
+        dir.path().join("bench-gradient").to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(small.iter().map(|s| s.to_string()));
+    let bench = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(bench.status.success(), "{}", text(&bench));
+    let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(figures["gradient"]["reference"]["gradients"], 2, "{figures}");
+    let probed = &figures["gradient"]["modes"][0];
+    assert_eq!(probed["mode"], "wmrl-no-debias", "{figures}");
+    assert_eq!(probed["steps"], 2, "{figures}");
+    // The core's weights, count weights and the ten default weights.
+    assert_eq!(
+        probed["estimators"].as_array().unwrap().len(),
+        12,
+        "{figures}"
+    );
+    let refused = wmrl(&[
+        "bench",
+        "gradient",
+        "--policy",
+        ckpt,
+        "--wm",
+        wm_dir.to_str().unwrap(),
+        "--modes",
+        "real",
+    ]);
+    assert!(
+        !refused.status.success() && text(&refused).contains("--modes real"),
+        "{}",
+        text(&refused)
+    );
+
     // Nothing to resume: named, non-zero.
     let missing = wmrl(&[
         "train",

@@ -32,6 +32,10 @@ pub enum BenchTarget {
     /// Post-training: seconds per iteration with anchor execution overlapping
     /// imagination versus sequential, interleaved iteration by iteration.
     Train(TrainBenchArgs),
+    /// Stream fusion: cosine of each stream's policy gradient, and of their
+    /// fusion at every world-model weight, with a real-execution reference
+    /// gradient, at one fixed policy.
+    Gradient(GradientBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -55,6 +59,9 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchTarget::Train(args) => {
             results.insert("train".into(), bench_train(global, &args)?);
+        }
+        BenchTarget::Gradient(args) => {
+            results.insert("gradient".into(), bench_gradient(global, &args)?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
@@ -447,6 +454,235 @@ fn bench_train(global: &GlobalArgs, args: &TrainBenchArgs) -> anyhow::Result<ser
         "overlapped_seconds_per_iteration": overlapped,
         "speedup": sequential / overlapped,
         "identical_policies": weights(&summaries[0])? == weights(&summaries[1])?,
+        "runs": root,
+        "threads": rayon::current_num_threads(),
+        "device": format!("{device:?}"),
+    }))
+}
+
+/// Arguments of `wmrl bench gradient`.
+#[derive(Debug, Args)]
+pub struct GradientBenchArgs {
+    /// Policy checkpoint the gradients are measured at (it does not move).
+    #[arg(long)]
+    pub policy: std::path::PathBuf,
+    /// World-model checkpoint on that policy's encoder.
+    #[arg(long)]
+    pub wm: std::path::PathBuf,
+    /// Run config: a file or a shipped name.
+    #[arg(long, default_value = "demo")]
+    pub config: std::path::PathBuf,
+    /// Override one config value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Modes probed, comma-separated (modes with both streams and plain
+    /// stream weights: wmrl, wmrl-no-debias, wmrl-no-denoise).
+    #[arg(long, value_delimiter = ',', default_value = "wmrl")]
+    pub modes: Vec<wmrl_core::Mode>,
+    /// Measured steps per probed mode.
+    #[arg(long, default_value_t = 24)]
+    pub steps: usize,
+    /// Steps per probed mode before measuring, so that the calibrator holds
+    /// `calibrator.min_pairs` anchor pairs.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Steps of mode `real` (every group executed) averaged into the
+    /// reference gradient, drawn with the config's seed + 1 000 003.
+    #[arg(long, default_value_t = 24)]
+    pub reference_steps: usize,
+    /// World-model weights scored besides the core's own and count weights.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,0.25,0.5,0.6,0.7,0.8,0.85,0.9,0.95,1"
+    )]
+    pub weights: Vec<f64>,
+    /// Folder for the runs set up (a fresh numbered subfolder each time).
+    #[arg(long, default_value = "runs/bench-gradient")]
+    pub out: std::path::PathBuf,
+}
+
+/// Mean and standard error of the mean.
+fn mean_se(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    if values.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return (mean, f64::NAN);
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
+}
+
+fn bench_gradient(
+    global: &GlobalArgs,
+    args: &GradientBenchArgs,
+) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    use wmrl_core::Mode;
+    use wmrl_train::gradient::{ReferenceGradient, StreamProducts};
+
+    for mode in &args.modes {
+        if !matches!(mode, Mode::Wmrl | Mode::WmrlNoDebias | Mode::WmrlNoDenoise) {
+            anyhow::bail!(
+                "--modes {mode}: expected wmrl, wmrl-no-debias or wmrl-no-denoise \
+                 (modes with both streams and plain stream weights)"
+            );
+        }
+    }
+    if let Some(w) = args.weights.iter().find(|w| !(0.0..=1.0).contains(*w)) {
+        anyhow::bail!("--weights {w}: expected world-model weights in [0, 1]");
+    }
+    if args.steps < 2 || args.reference_steps < 2 {
+        anyhow::bail!(
+            "--steps {} --reference-steps {}: expected at least 2 each",
+            args.steps,
+            args.reference_steps
+        );
+    }
+    let device = wmrl_tch::select_device(global.device)?;
+    let mut config = wmrl_train::TrainConfig::load(Some(&args.config), &args.overrides)?;
+    config.iterations = (args.warmup + args.steps).max(args.reference_steps) as u64;
+    config.eval_every = config.iterations;
+    config.eval_states = 1;
+    let root = (1..)
+        .map(|k| args.out.join(k.to_string()))
+        .find(|d| !d.exists())
+        .expect("an unused folder");
+    let trainer = |mode: Mode, seed: u64| -> anyhow::Result<wmrl_train::VlaTrainer> {
+        let mut c = config.clone();
+        c.core.mode = mode;
+        c.core.seed = seed;
+        let dir = root.join(mode.name());
+        wmrl_train::VlaTrainer::new(c, &args.policy, &args.wm, &dir, device)
+            .with_context(|| format!("setting up {}", dir.display()))
+    };
+    let total = args.reference_steps + args.modes.len() * (args.warmup + args.steps);
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} steps {msg} (eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+
+    bar.set_message("real (reference)");
+    let mut reference = ReferenceGradient::default();
+    let mut real = trainer(Mode::Real, config.core.seed.wrapping_add(1_000_003))?;
+    for _ in 0..args.reference_steps {
+        let measured = real.measure_gradients()?;
+        if let Some(g) = measured.anchor {
+            reference.add(&g);
+        }
+        bar.inc(1);
+    }
+    if reference.draws() < 2 {
+        anyhow::bail!(
+            "the reference steps gave {} gradients (every group without reward \
+             variance); expected at least 2",
+            reference.draws()
+        );
+    }
+    let reference_mean = reference.mean();
+
+    let mut modes = Vec::new();
+    for &mode in &args.modes {
+        bar.set_message(mode.name());
+        let mut probe = trainer(mode, config.core.seed)?;
+        for _ in 0..args.warmup {
+            probe.measure_gradients()?;
+            bar.inc(1);
+        }
+        let (mut products, mut core_w, mut count_w) = (Vec::new(), Vec::new(), Vec::new());
+        let mut skipped = 0;
+        for _ in 0..args.steps {
+            let m = probe.measure_gradients()?;
+            bar.inc(1);
+            match (&m.anchor, &m.world_model) {
+                (Some(a), Some(b)) => {
+                    products.push(StreamProducts::new(a, b, &reference_mean));
+                    core_w.push(m.weights.world_model);
+                    count_w.push(m.count_weight());
+                }
+                // A stream whose groups all lacked reward variance has no gradient.
+                _ => skipped += 1,
+            }
+        }
+        if products.len() < 2 {
+            anyhow::bail!(
+                "{mode}: {} of {} steps had a gradient in both streams; expected at least 2",
+                products.len(),
+                args.steps
+            );
+        }
+        let cosines = |w: &dyn Fn(usize) -> f64| -> Vec<f64> {
+            products
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.cosine_at(w(i)))
+                .collect()
+        };
+        let core = cosines(&|i| core_w[i]);
+        // Second moments relative to the anchor stream's alone (w = 0).
+        let anchor_second_moment = mean_se(
+            &products
+                .iter()
+                .map(|p| p.squared_norm_at(0.0))
+                .collect::<Vec<_>>(),
+        )
+        .0;
+        let row = |label: String, w: &dyn Fn(usize) -> f64| {
+            let values = cosines(w);
+            let (mean, se) = mean_se(&values);
+            let gain: Vec<f64> = values.iter().zip(&core).map(|(v, c)| v - c).collect();
+            let (gain_mean, gain_se) = mean_se(&gain);
+            let second_moment: Vec<f64> = products
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.squared_norm_at(w(i)))
+                .collect();
+            let weights: Vec<f64> = (0..products.len()).map(w).collect();
+            serde_json::json!({
+                "estimator": label,
+                "world_model_weight": mean_se(&weights).0,
+                "cosine": mean,
+                "cosine_se": se,
+                "minus_core": gain_mean,
+                "minus_core_se": gain_se,
+                "second_moment_vs_anchor": mean_se(&second_moment).0 / anchor_second_moment,
+            })
+        };
+        let mut rows = vec![
+            row("core (inverse variance)".into(), &|i| core_w[i]),
+            row("count weights".into(), &|i| count_w[i]),
+        ];
+        for &w in &args.weights {
+            rows.push(row(format!("w = {w}"), &|_| w));
+        }
+        modes.push(serde_json::json!({
+            "mode": mode.name(),
+            "steps": products.len(),
+            "skipped_steps": skipped,
+            "core_world_model_weight": mean_se(&core_w).0,
+            "count_world_model_weight": mean_se(&count_w).0,
+            "estimators": rows,
+        }));
+    }
+    bar.finish_and_clear();
+    Ok(serde_json::json!({
+        "config": args.config,
+        "policy": args.policy,
+        "reference": {
+            "steps": args.reference_steps,
+            "gradients": reference.draws(),
+            "split_half_cosine": reference.split_half_cosine(),
+        },
+        "warmup_steps": args.warmup,
+        "modes": modes,
+        "parameters": reference_mean.len(),
         "runs": root,
         "threads": rayon::current_num_threads(),
         "device": format!("{device:?}"),

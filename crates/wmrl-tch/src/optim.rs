@@ -159,6 +159,29 @@ impl AdamW {
         sq.sqrt()
     }
 
+    /// The gradients of every optimised parameter, in update order, flattened
+    /// into one f32 vector on the CPU (zeros for a parameter without one).
+    pub fn flat_gradient(&self) -> Vec<f32> {
+        let mut out = Vec::new();
+        for (_, p) in &self.params {
+            let g = p.grad();
+            let g = if g.defined() {
+                g.detach()
+            } else {
+                p.zeros_like()
+            };
+            let g = g
+                .to_device(tch::Device::Cpu)
+                .to_kind(Kind::Float)
+                .flatten(0, -1);
+            let n = g.numel();
+            let start = out.len();
+            out.resize(start + n, 0.0);
+            g.copy_data(&mut out[start..], n);
+        }
+        out
+    }
+
     /// Scales the gradients so that their global norm is at most `max_norm`
     /// (PyTorch's `clip_grad_norm_`); returns the norm before clipping.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
@@ -312,5 +335,25 @@ mod tests {
                 "v.layer.weight"
             ]
         );
+    }
+
+    /// The flat gradient is every parameter's gradient in update (name)
+    /// order: here `layer.bias` then `layer.weight`.
+    #[test]
+    fn flat_gradient_concatenates_the_gradients_in_update_order() {
+        let x = Tensor::arange(8, (Kind::Float, Device::Cpu)).view([2, 4]) / 8.0;
+        let (vs, w, b) = model(2);
+        let mut opt = AdamW::new(&vs, AdamWConfig::default());
+        assert_eq!(opt.flat_gradient(), vec![0.0; 15], "no gradient yet");
+        opt.zero_grad();
+        loss(&w, &b, &x).backward();
+        let flat = opt.flat_gradient();
+        let expected: Vec<f32> = Vec::try_from(Tensor::cat(
+            &[b.grad().flatten(0, -1), w.grad().flatten(0, -1)],
+            0,
+        ))
+        .unwrap();
+        assert_eq!(flat, expected);
+        assert!(flat.iter().any(|g| *g != 0.0));
     }
 }

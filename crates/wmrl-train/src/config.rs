@@ -208,7 +208,9 @@ impl TrainConfig {
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
         match path {
             None => Self::parse("", "defaults", false, overrides),
-            Some(path) if !path.exists() && Self::shipped(&path.to_string_lossy()).is_some() => {
+            // A folder of that name (the demo's `runs/demo`, say) does not hide
+            // a shipped config; a file does.
+            Some(path) if !path.is_file() && Self::shipped(&path.to_string_lossy()).is_some() => {
                 let text = Self::shipped(&path.to_string_lossy()).unwrap_or_default();
                 Self::parse(
                     text,

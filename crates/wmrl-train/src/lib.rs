@@ -21,11 +21,14 @@
 //! `success_vs_env_steps.png` and `success_vs_wallclock.png`,
 //! `policy/` (the post-trained policy) and `checkpoints/` (see
 //! [`checkpoint`]: `wmrl train --resume` continues a killed run bit for bit).
+//! [`gradient`] measures the streams' gradients against real execution's
+//! (`wmrl bench gradient`).
 
 pub mod checkpoint;
 mod config;
 mod error;
 pub mod experiment;
+pub mod gradient;
 pub mod overlap;
 mod timed;
 mod trainer;

@@ -14,6 +14,7 @@ use wmrl_wm::{Dims, SimPrefixes, SimStarts, VlaWorldModel};
 
 use crate::checkpoint::{self, CHECKPOINTS_DIR, REFERENCE_POLICY_DIR, RunState};
 use crate::config::TrainConfig;
+use crate::gradient::{GradientProbe, StreamGradients};
 use crate::timed::Timed;
 use crate::{Error, Result};
 
@@ -473,6 +474,27 @@ impl VlaTrainer {
         Ok(())
     }
 
+    /// One training step at the current policy whose learner measures
+    /// instead of learning ([`crate::gradient`]): the anchors are executed
+    /// and the rest imagined as in [`Self::run_until`], the core calibrates
+    /// and weights the streams (its calibrator and step count advance), and
+    /// each stream's policy gradient comes back. The policy, the optimiser
+    /// and the world model (no refresh) stay as they were; nothing is
+    /// written to the run folder.
+    pub fn measure_gradients(&mut self) -> Result<StreamGradients> {
+        let mut probe = GradientProbe::new(&mut self.learner.inner);
+        wmrl_core::step(
+            &mut self.core,
+            &mut self.adapter,
+            &mut probe,
+            &mut self.world_model,
+            &mut self.executor,
+        )?;
+        Ok(probe
+            .into_measured()
+            .expect("a core step always hands its learner a batch"))
+    }
+
     /// Writes the post-trained policy (`policy/`) and the plots; the summary.
     pub fn finish(&mut self) -> Result<TrainSummary> {
         wmrl_vla::checkpoint::save(
@@ -592,6 +614,68 @@ mod tests {
         .unwrap();
         wmrl_wm::checkpoint::save(&model, &w, serde_json::Value::Null).unwrap();
         (p, w)
+    }
+
+    /// A measuring step executes and imagines but does not learn: the
+    /// imagined stream has a non-zero gradient over the trainable
+    /// parameters, the core's step advances, and the policy's weights and
+    /// the learner's counters are unchanged.
+    #[test]
+    fn measuring_gradients_runs_a_step_without_learning() {
+        let dir = tempfile::tempdir().unwrap();
+        let (policy, wm) = checkpoints(dir.path());
+        let config = TrainConfig::parse(
+            r#"
+            tasks = [5]
+            iterations = 2
+            eval_every = 2
+            eval_states = 1
+            [core]
+            # Raw scores: the imagined groups have reward variance even
+            # though a random policy never succeeds in 16 steps.
+            mode = "wmrl-no-debias"
+            groups = 4
+            group_size = 2
+            anchor_ratio = 0.5
+            [executor]
+            envs = 4
+            max_steps = 16
+            "#,
+            "test",
+            false,
+            &[],
+        )
+        .unwrap();
+        let mut trainer = VlaTrainer::new(
+            config,
+            &policy,
+            &wm,
+            &dir.path().join("run"),
+            tch::Device::Cpu,
+        )
+        .unwrap();
+        let weights = |trainer: &VlaTrainer, name: &str| {
+            let out = dir.path().join(name);
+            wmrl_vla::checkpoint::save(trainer.learner().policy(), &out, serde_json::Value::Null)
+                .unwrap();
+            std::fs::read(out.join(wmrl_vla::checkpoint::WEIGHTS_FILE)).unwrap()
+        };
+        let before = weights(&trainer, "before");
+        for step in 1..=2 {
+            let measured = trainer.measure_gradients().unwrap();
+            assert_eq!(
+                (measured.anchor_samples, measured.world_model_samples),
+                (4, 4)
+            );
+            let imagined = measured.world_model.expect("an imagined gradient");
+            assert!(imagined.iter().any(|g| *g != 0.0));
+            if let Some(anchor) = &measured.anchor {
+                assert_eq!(anchor.len(), imagined.len());
+            }
+            assert_eq!(trainer.completed_iterations(), step);
+        }
+        assert_eq!(weights(&trainer, "after"), before);
+        assert_eq!(trainer.learner().steps, 0);
     }
 
     #[test]
