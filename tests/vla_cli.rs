@@ -703,7 +703,10 @@ fn world_model_collect_train_eval_and_bench() {
     let bench = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(bench.status.success(), "{}", text(&bench));
     let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
-    assert_eq!(figures["gradient"]["reference"]["gradients"], 2, "{figures}");
+    assert_eq!(
+        figures["gradient"]["reference"]["gradients"], 2,
+        "{figures}"
+    );
     let probed = &figures["gradient"]["modes"][0];
     assert_eq!(probed["mode"], "wmrl-no-debias", "{figures}");
     assert_eq!(probed["steps"], 2, "{figures}");

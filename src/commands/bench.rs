@@ -381,10 +381,18 @@ fn bench_wm(global: &GlobalArgs, args: &WmBenchArgs) -> anyhow::Result<serde_jso
     Ok(value)
 }
 
-/// Arguments of `wmrl bench train`.
+/// The first of `out/1`, `out/2`, … that does not exist.
+fn unused_numbered_folder(out: &std::path::Path) -> std::path::PathBuf {
+    (1..)
+        .map(|k| out.join(k.to_string()))
+        .find(|d| !d.exists())
+        .expect("an unused folder")
+}
+
+/// The checkpoints and run config of a post-training benchmark.
 #[derive(Debug, Args)]
-pub struct TrainBenchArgs {
-    /// SFT policy checkpoint.
+pub struct RunInputs {
+    /// Policy checkpoint (an SFT policy, or a post-trained one).
     #[arg(long)]
     pub policy: std::path::PathBuf,
     /// World-model checkpoint on that policy's encoder.
@@ -396,6 +404,38 @@ pub struct TrainBenchArgs {
     /// Override one config value (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+}
+
+impl RunInputs {
+    /// The run config with the overrides applied, for `iterations`
+    /// iterations and one single-episode evaluation at the end (benchmarks
+    /// do not measure success).
+    fn bench_config(&self, iterations: u64) -> anyhow::Result<wmrl_train::TrainConfig> {
+        let mut config = wmrl_train::TrainConfig::load(Some(&self.config), &self.overrides)?;
+        config.iterations = iterations.max(1);
+        config.eval_every = config.iterations;
+        config.eval_states = 1;
+        Ok(config)
+    }
+
+    /// A trainer on these checkpoints in `dir`.
+    fn trainer(
+        &self,
+        config: wmrl_train::TrainConfig,
+        dir: &std::path::Path,
+        device: tch::Device,
+    ) -> anyhow::Result<wmrl_train::VlaTrainer> {
+        use anyhow::Context;
+        wmrl_train::VlaTrainer::new(config, &self.policy, &self.wm, dir, device)
+            .with_context(|| format!("setting up {}", dir.display()))
+    }
+}
+
+/// Arguments of `wmrl bench train`.
+#[derive(Debug, Args)]
+pub struct TrainBenchArgs {
+    #[command(flatten)]
+    pub run: RunInputs,
     /// Iterations of each variant.
     #[arg(long, default_value_t = 3)]
     pub iterations: u64,
@@ -405,25 +445,15 @@ pub struct TrainBenchArgs {
 }
 
 fn bench_train(global: &GlobalArgs, args: &TrainBenchArgs) -> anyhow::Result<serde_json::Value> {
-    use anyhow::Context;
     let device = wmrl_tch::select_device(global.device)?;
-    let mut config = wmrl_train::TrainConfig::load(Some(&args.config), &args.overrides)?;
-    config.iterations = args.iterations.max(1);
-    config.eval_every = config.iterations;
-    config.eval_states = 1;
-    let root = (1..)
-        .map(|k| args.out.join(k.to_string()))
-        .find(|d| !d.exists())
-        .expect("an unused folder");
+    let config = args.run.bench_config(args.iterations)?;
+    let root = unused_numbered_folder(&args.out);
     let mut trainers = Vec::new();
     for overlap in [false, true] {
         let mut c = config.clone();
         c.overlap_anchors = overlap;
         let dir = root.join(if overlap { "overlapped" } else { "sequential" });
-        trainers.push(
-            wmrl_train::VlaTrainer::new(c, &args.policy, &args.wm, &dir, device)
-                .with_context(|| format!("setting up {}", dir.display()))?,
-        );
+        trainers.push(args.run.trainer(c, &dir, device)?);
     }
     // Interleaved, so that both variants see the same machine load.
     for i in 1..=config.iterations {
@@ -463,18 +493,9 @@ fn bench_train(global: &GlobalArgs, args: &TrainBenchArgs) -> anyhow::Result<ser
 /// Arguments of `wmrl bench gradient`.
 #[derive(Debug, Args)]
 pub struct GradientBenchArgs {
-    /// Policy checkpoint the gradients are measured at (it does not move).
-    #[arg(long)]
-    pub policy: std::path::PathBuf,
-    /// World-model checkpoint on that policy's encoder.
-    #[arg(long)]
-    pub wm: std::path::PathBuf,
-    /// Run config: a file or a shipped name.
-    #[arg(long, default_value = "demo")]
-    pub config: std::path::PathBuf,
-    /// Override one config value (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
+    /// The policy is where the gradients are measured (it does not move).
+    #[command(flatten)]
+    pub run: RunInputs,
     /// Modes probed, comma-separated (modes with both streams and plain
     /// stream weights: wmrl, wmrl-no-debias, wmrl-no-denoise).
     #[arg(long, value_delimiter = ',', default_value = "wmrl")]
@@ -520,7 +541,6 @@ fn bench_gradient(
     global: &GlobalArgs,
     args: &GradientBenchArgs,
 ) -> anyhow::Result<serde_json::Value> {
-    use anyhow::Context;
     use wmrl_core::Mode;
     use wmrl_train::gradient::{ReferenceGradient, StreamProducts};
 
@@ -543,21 +563,15 @@ fn bench_gradient(
         );
     }
     let device = wmrl_tch::select_device(global.device)?;
-    let mut config = wmrl_train::TrainConfig::load(Some(&args.config), &args.overrides)?;
-    config.iterations = (args.warmup + args.steps).max(args.reference_steps) as u64;
-    config.eval_every = config.iterations;
-    config.eval_states = 1;
-    let root = (1..)
-        .map(|k| args.out.join(k.to_string()))
-        .find(|d| !d.exists())
-        .expect("an unused folder");
+    let config = args
+        .run
+        .bench_config((args.warmup + args.steps).max(args.reference_steps) as u64)?;
+    let root = unused_numbered_folder(&args.out);
     let trainer = |mode: Mode, seed: u64| -> anyhow::Result<wmrl_train::VlaTrainer> {
         let mut c = config.clone();
         c.core.mode = mode;
         c.core.seed = seed;
-        let dir = root.join(mode.name());
-        wmrl_train::VlaTrainer::new(c, &args.policy, &args.wm, &dir, device)
-            .with_context(|| format!("setting up {}", dir.display()))
+        args.run.trainer(c, &root.join(mode.name()), device)
     };
     let total = args.reference_steps + args.modes.len() * (args.warmup + args.steps);
     let bar = indicatif::ProgressBar::new(total as u64);
@@ -673,8 +687,8 @@ fn bench_gradient(
     }
     bar.finish_and_clear();
     Ok(serde_json::json!({
-        "config": args.config,
-        "policy": args.policy,
+        "config": args.run.config,
+        "policy": args.run.policy,
         "reference": {
             "steps": args.reference_steps,
             "gradients": reference.draws(),
