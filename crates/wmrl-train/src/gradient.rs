@@ -3,7 +3,7 @@
 //! gives, at one fixed policy.
 //!
 //! Final success rates compare fusion rules only through whole runs, and
-//! the seed-to-seed spread of a run (±2 points over six seeds) hides
+//! the seed-to-seed spread of a run (±1.7 points over twelve seeds) hides
 //! differences of a point or two. The quantity the inverse-variance rule
 //! optimises is the gradient itself, and that can be measured directly:
 //!
@@ -13,22 +13,24 @@
 //!    weights the streams as in a run, and each stream's policy gradient
 //!    ([`wmrl_vla::grpo::VlaLearner::policy_gradient`]) comes back, divided
 //!    by the stream's weight so that it is that stream's estimate alone.
-//!    The policy does not move, so every step is an independent draw of the
-//!    same estimators.
+//!    The policy does not move, so the steps are draws of the same
+//!    estimators (only the calibrator's window moves, as in training).
 //! 2. A reference gradient is the mean of many such steps of mode `real`
 //!    (every group executed) at the same policy, with another seed, so that
 //!    it shares no episode with the probed steps
 //!    ([`ReferenceGradient`]).
 //! 3. For each probed step, the fused estimate at world-model weight w is
-//!    (1 − w)·g_A + w·g_W, and its cosine with the reference is a function
-//!    of five dot products ([`StreamProducts`]), so every w is scored on
-//!    the same draws: w = 0 is the anchor stream alone, w = 1 the world
-//!    model's, the core's own w its inverse-variance rule, N_W / N its
-//!    count weights (mode `wmrl-no-denoise`).
+//!    (1 − w)·g_A + w·g_W. Its squared norm and its cosine with the
+//!    reference are functions of six dot products ([`StreamProducts`]),
+//!    so every w is scored on the same draws: w = 0 is the anchor stream
+//!    alone, w = 1 the world model's, the core's own w its inverse-variance
+//!    rule, N_W / N its count weights (mode `wmrl-no-denoise`).
 //!
-//! The reference is itself a finite-sample estimate; its noise lowers every
-//! cosine by the same factor, so rows compare, and the split-half cosine of
-//! the reference says how much.
+//! The squared norm averaged over steps is the fused estimate's second
+//! moment: its variance, where (as for this VLA) a step's gradient is
+//! mostly noise. The reference is itself a finite-sample estimate; its
+//! noise lowers every cosine by the same factor, so rows compare, and the
+//! split-half cosine of the reference says how much.
 
 use wmrl_core::StreamWeights;
 use wmrl_core::advantage::Stream;
