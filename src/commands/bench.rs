@@ -523,18 +523,10 @@ pub struct GradientBenchArgs {
     pub out: std::path::PathBuf,
 }
 
-/// Mean and standard error of the mean.
+/// Mean and standard error of the mean (of at least one value).
 fn mean_se(values: &[f64]) -> (f64, f64) {
-    let n = values.len() as f64;
-    if values.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let mean = values.iter().sum::<f64>() / n;
-    if values.len() < 2 {
-        return (mean, f64::NAN);
-    }
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
+    let m = wmrl_report::MeanSe::of(values).expect("at least one value");
+    (m.mean, m.se)
 }
 
 fn bench_gradient(

@@ -379,22 +379,9 @@ impl VlaLearner {
             return Ok(None);
         }
         let ids = self.policy.tokenize(&rows.instructions);
-        let tokens_per_chunk = self.policy.config().tokens_per_chunk();
         self.optimizer.zero_grad();
         for mb in &self.minibatches(&rows) {
-            let instruction = self
-                .policy
-                .encode_instructions(&ids)
-                .index_select(0, &mb.instruction_rows);
-            let logits = self.policy.act(&mb.latent, &mb.proprio, &instruction) / self.temperature;
-            let ratio = self
-                .config
-                .ratio
-                .log_ratio(
-                    &(ActionDistribution::new(&logits).log_prob(&mb.tokens) - &mb.old_log_prob),
-                    tokens_per_chunk,
-                )
-                .exp();
+            let ratio = self.forward(mb, &ids).log_ratio.exp();
             (-(&mb.weight * ratio * &mb.advantage).sum(Kind::Float)).backward();
         }
         let gradient = self.optimizer.flat_gradient();
@@ -464,6 +451,16 @@ struct Minibatch {
     old_log_prob: Tensor,
     advantage: Tensor,
     weight: Tensor,
+}
+
+/// What [`VlaLearner::forward`] computes for one minibatch.
+struct MinibatchForward {
+    /// Logits divided by the sampling temperature.
+    logits: Tensor,
+    /// Their distribution over the action bins.
+    dist: ActionDistribution,
+    /// Log of the clipped ratio against the sampling policy.
+    log_ratio: Tensor,
 }
 
 /// Sums over one pass's minibatches (divided by the chunk count at the end).
@@ -566,6 +563,27 @@ impl VlaLearner {
             .collect()
     }
 
+    /// The current policy on one minibatch: its tempered logits, their
+    /// distribution, and the log of the clipped ratio (of
+    /// [`GrpoConfig::ratio`]'s kind) against the sampling policy.
+    fn forward(&self, mb: &Minibatch, ids: &Tensor) -> MinibatchForward {
+        let instruction = self
+            .policy
+            .encode_instructions(ids)
+            .index_select(0, &mb.instruction_rows);
+        let logits = self.policy.act(&mb.latent, &mb.proprio, &instruction) / self.temperature;
+        let dist = ActionDistribution::new(&logits);
+        let log_ratio = self.config.ratio.log_ratio(
+            &(dist.log_prob(&mb.tokens) - &mb.old_log_prob),
+            self.policy.config().tokens_per_chunk(),
+        );
+        MinibatchForward {
+            logits,
+            dist,
+            log_ratio,
+        }
+    }
+
     /// One optimiser step over every minibatch (gradients accumulated);
     /// returns the pass's statistics. A minibatch whose loss is not finite is
     /// dropped with a warning.
@@ -577,20 +595,14 @@ impl VlaLearner {
         step: u64,
     ) -> LearnStats {
         let eps = self.config.clip_eps;
-        let tokens_per_chunk = self.policy.config().tokens_per_chunk();
         let mut sums = EpochSums::default();
         self.optimizer.zero_grad();
         for mb in minibatches {
-            let instruction = self
-                .policy
-                .encode_instructions(ids)
-                .index_select(0, &mb.instruction_rows);
-            let logits = self.policy.act(&mb.latent, &mb.proprio, &instruction) / self.temperature;
-            let dist = ActionDistribution::new(&logits);
-            let log_ratio = self.config.ratio.log_ratio(
-                &(dist.log_prob(&mb.tokens) - &mb.old_log_prob),
-                tokens_per_chunk,
-            );
+            let MinibatchForward {
+                logits,
+                dist,
+                log_ratio,
+            } = self.forward(mb, ids);
             let ratio = log_ratio.exp();
             let unclipped = &ratio * &mb.advantage;
             let clipped = ratio.clamp(1.0 - eps, 1.0 + eps) * &mb.advantage;
