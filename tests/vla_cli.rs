@@ -1,13 +1,14 @@
 //! The `wmrl sft`, `wmrl demos` and `wmrl eval` commands end to end, and their
 //! bad-input behaviour (non-zero exit, the offending file named).
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use wmrl_vla::demos::write_episode;
 use wmrl_vla::synthetic;
 
-fn wmrl(args: &[&str]) -> Output {
+fn wmrl<S: AsRef<OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wmrl"))
         .args(args)
         .env("OMP_NUM_THREADS", "1")
@@ -456,7 +457,7 @@ fn world_model_collect_train_eval_and_bench() {
         "core.anchor_ratio=0.5",
     ];
     let train_args = |out: &str, extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = [
+        let head = [
             "--device",
             "cpu",
             "--json",
@@ -467,15 +468,15 @@ fn world_model_collect_train_eval_and_bench() {
             wm_dir.to_str().unwrap(),
             "--out",
             out,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(small.iter().chain(extra).map(|s| s.to_string()));
-        v
+        ];
+        [&head[..], &small[..], extra]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect()
     };
     let args = train_args(run_dir.to_str().unwrap(), &[]);
-    let trained = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let trained = wmrl(&args);
     assert!(trained.status.success(), "{}", text(&trained));
     let summary: serde_json::Value = serde_json::from_slice(&trained.stdout).unwrap();
     assert_eq!(summary["executions"], 2, "{summary}");
@@ -489,14 +490,14 @@ fn world_model_collect_train_eval_and_bench() {
         dir.path().join("r2").to_str().unwrap(),
         &["--set", "core.groupz=3"],
     );
-    let bad = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let bad = wmrl(&args);
     assert!(
         !bad.status.success() && text(&bad).contains("groupz"),
         "{}",
         text(&bad)
     );
     let args = train_args(run_dir.to_str().unwrap(), &[]);
-    let again = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let again = wmrl(&args);
     assert!(
         !again.status.success() && text(&again).contains("already holds a training run"),
         "{}",
@@ -580,7 +581,7 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(rows.lines().count(), 31);
     // `wmrl experiment`: two modes side by side, the ablation table written.
     let exp_dir = dir.path().join("experiment");
-    let mut args: Vec<String> = [
+    let head = [
         "--device",
         "cpu",
         "experiment",
@@ -594,12 +595,9 @@ fn world_model_collect_train_eval_and_bench() {
         "0",
         "--out",
         exp_dir.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(small.iter().map(|s| s.to_string()));
-    let exp = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ];
+    let args = [&head[..], &small[..]].concat();
+    let exp = wmrl(&args);
     assert!(exp.status.success(), "{}", text(&exp));
     let table = std::fs::read_to_string(exp_dir.join("experiment.md")).unwrap();
     assert!(
@@ -614,16 +612,15 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(report["rows"][0]["seeds"], 1, "{report}");
     // Run again: finished runs are reused, not repeated.
     let before = std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap();
-    let again = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let again = wmrl(&args);
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(
         std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap(),
         before
     );
     // Another config on the same folder is refused by name, not reused...
-    let mut other = args.clone();
-    other.extend(["--set", "grpo.lr=3e-4"].map(String::from));
-    let refused = wmrl(&other.iter().map(String::as_str).collect::<Vec<_>>());
+    let other = [&args[..], &["--set", "grpo.lr=3e-4"]].concat();
+    let refused = wmrl(&other);
     assert!(
         !refused.status.success()
             && text(&refused).contains("real-seed0")
@@ -632,9 +629,8 @@ fn world_model_collect_train_eval_and_bench() {
         text(&refused)
     );
     // ...and more iterations extend the finished runs.
-    let mut longer = args.clone();
-    longer.extend(["--set", "iterations=2"].map(String::from));
-    let extended = wmrl(&longer.iter().map(String::as_str).collect::<Vec<_>>());
+    let longer = [&args[..], &["--set", "iterations=2"]].concat();
+    let extended = wmrl(&longer);
     assert!(extended.status.success(), "{}", text(&extended));
     let rows = std::fs::read_to_string(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap();
     assert!(rows.starts_with(std::str::from_utf8(&before).unwrap()));
@@ -644,7 +640,8 @@ fn world_model_collect_train_eval_and_bench() {
 
     // `wmrl bench train`: overlapped and sequential anchors, interleaved,
     // the same policy at the end.
-    let mut args: Vec<String> = [
+    let bench_train = dir.path().join("bench-train");
+    let head = [
         "--device",
         "cpu",
         "--json",
@@ -657,13 +654,10 @@ fn world_model_collect_train_eval_and_bench() {
         "--iterations",
         "2",
         "--out",
-        dir.path().join("bench-train").to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(small.iter().map(|s| s.to_string()));
-    let bench = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        bench_train.to_str().unwrap(),
+    ];
+    let args = [&head[..], &small[..]].concat();
+    let bench = wmrl(&args);
     assert!(bench.status.success(), "{}", text(&bench));
     let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
     assert_eq!(figures["train"]["identical_policies"], true, "{figures}");
@@ -675,7 +669,8 @@ fn world_model_collect_train_eval_and_bench() {
     // `wmrl bench gradient`: reference steps of `real`, probed steps of a
     // mixed mode, every weight scored; a mode without both streams is
     // refused by name before anything runs.
-    let mut args: Vec<String> = [
+    let bench_gradient = dir.path().join("bench-gradient");
+    let head = [
         "--device",
         "cpu",
         "--json",
@@ -694,13 +689,10 @@ fn world_model_collect_train_eval_and_bench() {
         "--warmup",
         "0",
         "--out",
-        dir.path().join("bench-gradient").to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(small.iter().map(|s| s.to_string()));
-    let bench = wmrl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        bench_gradient.to_str().unwrap(),
+    ];
+    let args = [&head[..], &small[..]].concat();
+    let bench = wmrl(&args);
     assert!(bench.status.success(), "{}", text(&bench));
     let figures: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
     assert_eq!(

@@ -33,6 +33,23 @@ pub struct Evaluation {
     pub per_task: Vec<f64>,
 }
 
+impl Evaluation {
+    /// The binomial standard error of [`Evaluation::success`] when each task
+    /// was evaluated on `states` fixed initial states:
+    /// √(Σₜ pₜ(1 − pₜ)/states) / tasks (NaN without tasks or states).
+    pub fn standard_error(&self, states: usize) -> f64 {
+        if self.per_task.is_empty() || states == 0 {
+            return f64::NAN;
+        }
+        let variance: f64 = self
+            .per_task
+            .iter()
+            .map(|p| p * (1.0 - p) / states as f64)
+            .sum();
+        variance.sqrt() / self.per_task.len() as f64
+    }
+}
+
 /// One row of `metrics.jsonl`.
 #[derive(Debug, Clone, Serialize)]
 pub struct IterationRow {
@@ -558,23 +575,39 @@ impl VlaTrainer {
                 1,
             ),
         ] {
+            let x_of = |e: &Evaluation| {
+                if x == 0 {
+                    e.env_steps as f64
+                } else {
+                    e.train_seconds
+                }
+            };
             let points = self
                 .evaluations
                 .iter()
+                .map(|e| (x_of(e), 100.0 * e.success))
+                .collect();
+            let band = self
+                .evaluations
+                .iter()
                 .map(|e| {
-                    let xv = if x == 0 {
-                        e.env_steps as f64
-                    } else {
-                        e.train_seconds
-                    };
-                    (xv, 100.0 * e.success)
+                    let se = e.standard_error(self.config.eval_states);
+                    (100.0 * (e.success - se), 100.0 * (e.success + se))
                 })
                 .collect();
+            let name = format!(
+                "{mode} (shaded: ± 1 binomial s.e. over {} initial states per task)",
+                self.config.eval_states
+            );
             LinePlot {
                 title: format!("LIBERO-Long post-training, mode {mode}"),
                 x_label: x_label.into(),
                 y_label: "greedy success on the fixed initial states (%)".into(),
-                series: vec![Series::line(mode, points).with_style(SeriesStyle::LineWithMarkers)],
+                series: vec![
+                    Series::line(name, points)
+                        .with_style(SeriesStyle::LineWithMarkers)
+                        .with_band(band),
+                ],
                 y_range: Some((0.0, 100.0)),
                 ..Default::default()
             }
@@ -614,6 +647,26 @@ mod tests {
         .unwrap();
         wmrl_wm::checkpoint::save(&model, &w, serde_json::Value::Null).unwrap();
         (p, w)
+    }
+
+    /// The plots' band: the binomial standard error of a task's success
+    /// over its initial states, averaged over tasks as independent estimates.
+    #[test]
+    fn evaluation_standard_error_is_binomial_per_task() {
+        let evaluation = |per_task: Vec<f64>| Evaluation {
+            iteration: 0,
+            env_steps: 0,
+            train_seconds: 0.0,
+            success: per_task.iter().sum::<f64>() / per_task.len().max(1) as f64,
+            per_task,
+        };
+        let one = evaluation(vec![0.5]);
+        assert!((one.standard_error(50) - (0.25f64 / 50.0).sqrt()).abs() < 1e-12);
+        // A task at 0% adds no variance; the mean of two tasks halves the error.
+        let two = evaluation(vec![0.5, 0.0]);
+        assert!((two.standard_error(50) - (0.25f64 / 50.0).sqrt() / 2.0).abs() < 1e-12);
+        assert!(evaluation(vec![]).standard_error(50).is_nan());
+        assert!(one.standard_error(0).is_nan());
     }
 
     /// A measuring step executes and imagines but does not learn: the
