@@ -19,7 +19,10 @@
 //! around the crossing ([`wmrl_report::first_crossing`], the definition the
 //! AutoResearch experiment uses too); compute is the same crossing on the
 //! curve against training wall-clock (evaluations excluded). The table also
-//! counts the seeds whose own curve reaches the target.
+//! counts the seeds whose own curve reaches the target. A target that is not
+//! above the success before training (`real` ended no better than the SFT
+//! policy) leaves no gain to reach: the table says so instead of reporting
+//! a crossing at the first evaluation.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -95,6 +98,10 @@ pub struct ExperimentReport {
     pub iterations: u64,
     /// The target success rate used.
     pub target: Option<f64>,
+    /// Success before training (seed-mean over every run; all start from
+    /// the same policy).
+    #[serde(default)]
+    pub start_success: Option<f64>,
     /// One row per mode, in plan order.
     pub rows: Vec<ModeRow>,
 }
@@ -142,6 +149,15 @@ impl ExperimentReport {
                 .collect();
             MeanSe::of(&finals).map(|m| m.mean)
         });
+        let start_success = MeanSe::of(
+            &runs
+                .iter()
+                .filter_map(|r| r.evaluations.first().map(|e| e.success))
+                .collect::<Vec<_>>(),
+        )
+        .map(|m| m.mean);
+        // Crossings are measured only towards a gain over the start.
+        let gain_target = target.filter(|&t| start_success.is_none_or(|s| t > s + 1e-9));
         let zero = MeanSe {
             mean: 0.0,
             se: 0.0,
@@ -158,9 +174,9 @@ impl ExperimentReport {
                 let steps_curve = mean_curve(runs, |e| e.env_steps as f64);
                 let seconds_curve = mean_curve(runs, |e| e.train_seconds);
                 let crossing = |curve: &[(f64, f64)]| {
-                    target.and_then(|t| wmrl_report::first_crossing(curve, t))
+                    gain_target.and_then(|t| wmrl_report::first_crossing(curve, t))
                 };
-                let reached = target.map_or(0, |t| {
+                let reached = gain_target.map_or(0, |t| {
                     runs.iter()
                         .filter(|r| {
                             r.evaluations
@@ -207,7 +223,18 @@ impl ExperimentReport {
             seeds: seeds.to_vec(),
             iterations,
             target,
+            start_success,
             rows,
+        }
+    }
+
+    /// Whether the target lies above the success before training, so that
+    /// reaching it is a gain (otherwise no crossing is reported).
+    pub fn target_is_a_gain(&self) -> bool {
+        match (self.target, self.start_success) {
+            (Some(t), Some(s)) => t > s + 1e-9,
+            (target, None) => target.is_some(),
+            (None, _) => false,
         }
     }
 
@@ -227,14 +254,24 @@ impl ExperimentReport {
                 format!("{:.0}", m.mean)
             }
         };
-        let crossing = |x: Option<f64>, unit: &str| {
-            x.map_or("not reached".into(), |x| format!("{x:.0}{unit}"))
+        let gain = self.target_is_a_gain();
+        let crossing = |x: Option<f64>, unit: &str| match x {
+            Some(x) => format!("{x:.0}{unit}"),
+            None if gain => "not reached".into(),
+            None => "no gain".into(),
         };
         let times = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.2}×"));
         let mut out = String::new();
-        let target = self.target.map_or("none (no `real` run)".into(), |t| {
-            format!("{:.1}%", 100.0 * t)
-        });
+        let target = match (self.target, self.start_success) {
+            (None, _) => "none (no `real` run)".into(),
+            (Some(t), Some(s)) if !gain => format!(
+                "{:.1}%, not above the {:.1}% before training: no gain to reach, \
+                 so no steps, compute or seeds to target are reported",
+                100.0 * t,
+                100.0 * s
+            ),
+            (Some(t), _) => format!("{:.1}%", 100.0 * t),
+        };
         let _ = writeln!(
             out,
             "LIBERO-Long post-training, tasks {:?}, {} iterations, seeds {:?}; target success {target}.\n",
@@ -266,7 +303,7 @@ impl ExperimentReport {
             }
             let _ = writeln!(
                 out,
-                " {} | {} | {} | {} | {} | {}/{} |",
+                " {} | {} | {} | {} | {} | {} |",
                 mean_se(&r.env_steps),
                 crossing(r.steps_to_target, ""),
                 match (r.steps_saving, r.steps_to_target) {
@@ -276,8 +313,11 @@ impl ExperimentReport {
                 },
                 crossing(r.seconds_to_target, " s"),
                 times(r.compute_saving),
-                r.reached,
-                r.seeds
+                if gain {
+                    format!("{}/{}", r.reached, r.seeds)
+                } else {
+                    "–".into()
+                }
             );
         }
         let _ = writeln!(
@@ -586,5 +626,47 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("real: "), "{md}");
+        assert!(report.target_is_a_gain());
+    }
+
+    /// When `real` ends no better than the SFT policy, its final success is
+    /// no gain: every curve "reaches" it at the first evaluation, so no
+    /// steps, compute or seeds to target are reported, and the table says why.
+    #[test]
+    fn a_target_not_above_the_start_is_no_gain_to_reach() {
+        let runs = vec![
+            summary(
+                Mode::Real,
+                0,
+                &[(0, 0.0, 0.22), (1000, 10.0, 0.18), (2000, 20.0, 0.16)],
+            ),
+            summary(
+                Mode::Wmrl,
+                0,
+                &[(0, 0.0, 0.22), (250, 5.0, 0.12), (500, 10.0, 0.20)],
+            ),
+        ];
+        let report =
+            ExperimentReport::from_runs(&[Mode::Real, Mode::Wmrl], &runs, &[3], &[0], 2, None);
+        assert_eq!(report.target, Some(0.16));
+        assert_eq!(report.start_success, Some(0.22));
+        assert!(!report.target_is_a_gain());
+        for row in &report.rows {
+            assert_eq!(row.steps_to_target, None, "{}", row.mode);
+            assert_eq!(row.seconds_to_target, None, "{}", row.mode);
+            assert_eq!((row.reached, row.steps_saving), (0, None), "{}", row.mode);
+        }
+        let md = report.markdown();
+        assert!(
+            md.contains("16.0%, not above the 22.0% before training: no gain to reach"),
+            "{md}"
+        );
+        assert!(md.contains("| no gain |") && !md.contains("∞"), "{md}");
+        // So is an explicit `--target` below the start.
+        let report =
+            ExperimentReport::from_runs(&[Mode::Real, Mode::Wmrl], &runs, &[3], &[0], 2, Some(0.2));
+        assert!(!report.target_is_a_gain());
+        assert_eq!(report.rows[1].steps_to_target, None);
+        assert!(report.markdown().contains("20.0%, not above the 22.0%"));
     }
 }
