@@ -117,6 +117,12 @@ fn seed_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f6
     )
 }
 
+/// Whether reaching `target` from `start` (the success before training,
+/// when known) is a gain.
+fn is_gain(target: f64, start: Option<f64>) -> bool {
+    start.is_none_or(|s| target > s + 1e-9)
+}
+
 /// [`seed_curve`] without the spread.
 fn mean_curve(runs: &[&TrainSummary], x: impl Fn(&Evaluation) -> f64) -> Vec<(f64, f64)> {
     seed_curve(runs, x)
@@ -157,7 +163,7 @@ impl ExperimentReport {
         )
         .map(|m| m.mean);
         // Crossings are measured only towards a gain over the start.
-        let gain_target = target.filter(|&t| start_success.is_none_or(|s| t > s + 1e-9));
+        let gain_target = target.filter(|&t| is_gain(t, start_success));
         let zero = MeanSe {
             mean: 0.0,
             se: 0.0,
@@ -231,11 +237,7 @@ impl ExperimentReport {
     /// Whether the target lies above the success before training, so that
     /// reaching it is a gain (otherwise no crossing is reported).
     pub fn target_is_a_gain(&self) -> bool {
-        match (self.target, self.start_success) {
-            (Some(t), Some(s)) => t > s + 1e-9,
-            (target, None) => target.is_some(),
-            (None, _) => false,
-        }
+        self.target.is_some_and(|t| is_gain(t, self.start_success))
     }
 
     /// The Markdown table (and a legend).
