@@ -233,7 +233,6 @@ impl VlaTrainer {
             Some(&policy.encoder_fingerprint()),
             device,
         )?;
-        checkpoint::truncate_metrics(&run_dir.join("metrics.jsonl"), state.iteration)?;
         let mut trainer = Self::assemble(config, policy, model, run_dir)?;
         trainer
             .learner
@@ -252,6 +251,12 @@ impl VlaTrainer {
         trainer.learner.clock = state.learner;
         trainer.evaluations = state.evaluations;
         trainer.replay_seeded = state.replay_seeded;
+        // Only now that everything has loaded is the folder touched, so a
+        // refused resume leaves it as it was: the rows of the iteration in
+        // flight go, and the sink reopens the rewritten file.
+        let metrics_path = run_dir.join("metrics.jsonl");
+        checkpoint::truncate_metrics(&metrics_path, state.iteration)?;
+        trainer.metrics = MetricsSink::append(&metrics_path)?;
         let name = checkpoint
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -624,8 +629,14 @@ mod tests {
 
     /// A tiny random policy and a tiny world model on its encoder, saved.
     fn checkpoints(dir: &Path) -> (PathBuf, PathBuf) {
+        checkpoints_of("tiny", &[], dir)
+    }
+
+    /// A random policy of architecture `vla_config` (with `overrides`) and a
+    /// tiny world model on its encoder, saved in `dir`.
+    fn checkpoints_of(vla_config: &str, overrides: &[String], dir: &Path) -> (PathBuf, PathBuf) {
         tch::manual_seed(0);
-        let config = wmrl_vla::VlaConfig::load("tiny", &[]).unwrap();
+        let config = wmrl_vla::VlaConfig::load(vla_config, overrides).unwrap();
         let tasks = sim::suite_tasks();
         let tokenizer =
             wmrl_vla::Tokenizer::from_instructions(tasks.iter().map(|(_, t)| t.as_str()));
@@ -826,6 +837,140 @@ mod tests {
                     .contains("already holds a training run")
             );
         }
+    }
+
+    /// Every file under `dir` with its bytes, by path relative to `dir`.
+    fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        let mut files = std::collections::BTreeMap::new();
+        let mut folders = vec![dir.to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else {
+                    let bytes = std::fs::read(&path).unwrap();
+                    files.insert(path.strip_prefix(dir).unwrap().to_path_buf(), bytes);
+                }
+            }
+        }
+        files
+    }
+
+    /// The issue's bad input to a new or resumed run: a missing policy, a
+    /// world model or checkpoint of another architecture, a checkpoint of
+    /// another mode, a run without a complete checkpoint. Each is refused
+    /// naming the file or setting and what was expected, and a refused
+    /// resume leaves the run folder byte for byte as it was, the torn row
+    /// of the iteration in flight included.
+    #[test]
+    fn missing_or_incompatible_checkpoints_are_named_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (policy, wm) = checkpoints(dir.path());
+        // Another architecture: a wider latent, with its own world model.
+        let (wide_policy, wide_wm) = checkpoints_of(
+            "tiny",
+            &["model.latent_dim=48".into()],
+            &dir.path().join("wide"),
+        );
+        let config = TrainConfig::parse(
+            r#"
+            tasks = [5]
+            iterations = 1
+            eval_every = 1
+            eval_states = 1
+            [core]
+            groups = 2
+            group_size = 2
+            anchor_ratio = 0.5
+            [executor]
+            envs = 2
+            max_steps = 8
+            "#,
+            "test",
+            false,
+            &[],
+        )
+        .unwrap();
+        let start = |policy: &Path, wm: &Path, run: &str| {
+            let mut trainer = VlaTrainer::new(
+                config.clone(),
+                policy,
+                wm,
+                &dir.path().join(run),
+                tch::Device::Cpu,
+            )?;
+            trainer.run(&mut |_, _| {})
+        };
+        let refused = |result: Result<TrainSummary>| result.map(|_| ()).unwrap_err().to_string();
+
+        let err = refused(start(&dir.path().join("no-policy"), &wm, "r1"));
+        assert!(err.contains("no-policy"), "{err}");
+        let err = refused(start(&policy, &wide_wm, "r2"));
+        assert!(
+            err.contains("wide") && err.contains("sizes") && err.contains("48"),
+            "{err}"
+        );
+
+        start(&policy, &wm, "run").unwrap();
+        start(&wide_policy, &wide_wm, "wide-run").unwrap();
+        let run = dir.path().join("run");
+        let torn = "{\"iteration\":2,\"mo";
+        {
+            use std::io::Write;
+            let mut metrics = std::fs::OpenOptions::new()
+                .append(true)
+                .open(run.join("metrics.jsonl"))
+                .unwrap();
+            write!(metrics, "{torn}").unwrap();
+        }
+        let before = snapshot(&run);
+        let resume = || VlaTrainer::resume(&run, tch::Device::Cpu).map(|_| ());
+        let assert_unchanged = || {
+            assert!(
+                snapshot(&run) == before,
+                "a refused resume changed the run folder"
+            )
+        };
+
+        // config.json edited to another mode than the checkpoint's.
+        let config_path = run.join("config.json");
+        let mut edited: serde_json::Value =
+            serde_json::from_slice(&before[Path::new("config.json")]).unwrap();
+        edited["core"]["mode"] = "real".into();
+        std::fs::write(&config_path, edited.to_string()).unwrap();
+        let err = resume().unwrap_err().to_string();
+        assert!(
+            err.contains("state.json") && err.contains("`wmrl` run") && err.contains("`real`"),
+            "{err}"
+        );
+        std::fs::write(&config_path, &before[Path::new("config.json")]).unwrap();
+        assert_unchanged();
+
+        // The checkpoint's policy replaced by one of another architecture.
+        let weights = Path::new("checkpoints/iter-000001/learner/policy/model.safetensors");
+        std::fs::copy(dir.path().join("wide-run").join(weights), run.join(weights)).unwrap();
+        let err = resume().unwrap_err().to_string();
+        assert!(
+            err.contains("model.safetensors") && err.contains("the model expects"),
+            "{err}"
+        );
+        std::fs::write(run.join(weights), &before[weights]).unwrap();
+        assert_unchanged();
+
+        // No complete checkpoint.
+        std::fs::rename(run.join(CHECKPOINTS_DIR), dir.path().join("moved")).unwrap();
+        let err = resume().unwrap_err().to_string();
+        assert!(err.contains("no complete checkpoint"), "{err}");
+        std::fs::rename(dir.path().join("moved"), run.join(CHECKPOINTS_DIR)).unwrap();
+        assert_unchanged();
+
+        // Put right, the run resumes where it stopped; the torn row goes.
+        let resumed = VlaTrainer::resume(&run, tch::Device::Cpu).unwrap();
+        assert_eq!(resumed.completed_iterations(), 1);
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        assert_eq!(metrics.lines().count(), 1, "{metrics}");
+        assert!(!metrics.contains(torn));
     }
 
     /// Everything of a row that must not depend on a stop and resume
