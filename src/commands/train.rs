@@ -10,6 +10,12 @@ use wmrl_train::{TrainConfig, VlaTrainer};
 
 use crate::cli::GlobalArgs;
 
+// The robot pool fits the trainer's anchor seam (checked when this compiles);
+// the command line offers it once robots provide start observations for
+// imagination (crates/wmrl-train/README.md, "Not yet").
+const _: fn(wmrl_robots::pool::ZenohExecutorPool) -> wmrl_train::AnchorStream =
+    |pool| wmrl_train::AnchorStream::new("robots over zenoh", pool);
+
 /// Arguments of `wmrl train`.
 #[derive(Debug, Args)]
 pub struct TrainArgs {

@@ -4,7 +4,8 @@
 //! - **adapter**: LIBERO-Long prompts (task × initial state) of the chosen tasks;
 //! - **anchor executor**: the rapier simulator ([`wmrl_vla::sim::SimExecutor`]),
 //!   recording the observation at every chunk boundary (the learner
-//!   re-evaluates the policy on them, the world model learns from them);
+//!   re-evaluates the policy on them, the world model learns from them), or
+//!   any other executor of closed-loop episodes ([`anchors`]);
 //! - **world model**: [`wmrl_wm::VlaWorldModel`]: imagined rollouts in the
 //!   policy's latent space, anchors scored by open-loop replay, anchor
 //!   episodes into its replay buffer, refreshed every K iterations;
@@ -24,6 +25,7 @@
 //! [`gradient`] measures the streams' gradients against real execution's
 //! (`wmrl bench gradient`).
 
+pub mod anchors;
 pub mod checkpoint;
 mod config;
 mod error;
@@ -33,6 +35,7 @@ pub mod overlap;
 mod timed;
 mod trainer;
 
+pub use anchors::{AnchorStream, ExecutorError};
 pub use config::{ExecutorSettings, TrainConfig};
 pub use error::{Error, Result};
 pub use timed::{Clock, Timed};

@@ -14,10 +14,10 @@ use wmrl_core::driver::{self, ExecutedAnchors};
 use wmrl_vla::VlaPolicy;
 use wmrl_vla::grpo::VlaLearner;
 use wmrl_vla::rollout::VlaAdapter;
-use wmrl_vla::sim::SimExecutor;
 use wmrl_wm::VlaWorldModel;
 
 use crate::Result;
+use crate::anchors::AnchorStream;
 use crate::timed::Timed;
 
 /// One step of the core with anchor execution running beside imagination.
@@ -26,7 +26,7 @@ pub fn overlapped_step(
     adapter: &mut VlaAdapter,
     learner: &mut Timed<VlaLearner>,
     world_model: &mut Timed<VlaWorldModel>,
-    executor: &mut Timed<SimExecutor>,
+    executor: &mut Timed<AnchorStream>,
 ) -> Result<StepReport> {
     type Learner = Timed<VlaLearner>;
     let plan = driver::plan_step(core, adapter)?;

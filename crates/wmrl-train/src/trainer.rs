@@ -12,6 +12,7 @@ use wmrl_vla::rollout::{TaskPrompt, VlaAdapter};
 use wmrl_vla::sim::{self, SimExecutor, SimExecutorOptions};
 use wmrl_wm::{Dims, SimPrefixes, SimStarts, VlaWorldModel};
 
+use crate::anchors::AnchorStream;
 use crate::checkpoint::{self, CHECKPOINTS_DIR, REFERENCE_POLICY_DIR, RunState};
 use crate::config::TrainConfig;
 use crate::gradient::{GradientProbe, StreamGradients};
@@ -119,7 +120,10 @@ pub struct VlaTrainer {
     adapter: VlaAdapter,
     learner: Timed<VlaLearner>,
     world_model: Timed<VlaWorldModel>,
-    executor: Timed<SimExecutor>,
+    /// The anchor stream: the simulator unless replaced
+    /// ([`VlaTrainer::set_anchor_executor`]).
+    executor: Timed<AnchorStream>,
+    /// Evaluation always runs in the simulator, on the fixed initial states.
     evaluator: SimExecutor,
     eval_prompts: Vec<TaskPrompt>,
     metrics: MetricsSink,
@@ -266,6 +270,24 @@ impl VlaTrainer {
         Ok(trainer)
     }
 
+    /// The simulator executor the anchors run on unless replaced: the run's
+    /// environments, step limit and sampling temperature, recording the
+    /// observation at every chunk boundary (for the learner and the world
+    /// model).
+    pub fn simulator_executor(config: &TrainConfig) -> SimExecutor {
+        SimExecutor::new(config.executor.envs, anchor_sim_options(config))
+    }
+
+    /// Executes the anchor stream with `anchors` from the next iteration on
+    /// (a pool of robots, or a test's fault injector) instead of the
+    /// simulator. It is not part of a checkpoint: a resumed run executes
+    /// in the simulator unless given another executor again, and only the
+    /// simulator gives a bit-for-bit resume.
+    pub fn set_anchor_executor(&mut self, anchors: AnchorStream) {
+        tracing::info!(executor = anchors.name(), "anchor executor replaced");
+        self.executor.inner = anchors;
+    }
+
     /// Builds the components around a starting policy and world model.
     fn assemble(
         config: TrainConfig,
@@ -277,12 +299,7 @@ impl VlaTrainer {
         let x = &config.executor;
         model.imagine_config_mut().horizon_steps = config.imagine_steps.unwrap_or(x.max_steps);
         model.imagine_config_mut().temperature = x.temperature;
-        let mut train_options = SimExecutorOptions {
-            temperature: x.temperature,
-            record_observations: true,
-            ..Default::default()
-        };
-        train_options.env.max_steps = x.max_steps;
+        let train_options = anchor_sim_options(&config);
         let starts = Box::new(SimStarts::new(train_options.env.clone()));
         let chunk_len = policy.config().action.chunk_len as usize;
         let mut world_model = VlaWorldModel::new(model, encoder, starts)?;
@@ -311,7 +328,10 @@ impl VlaTrainer {
             adapter,
             learner: Timed::new(learner),
             world_model: Timed::new(world_model),
-            executor: Timed::new(SimExecutor::new(x.envs, train_options)),
+            executor: Timed::new(AnchorStream::new(
+                "simulator",
+                Self::simulator_executor(&config),
+            )),
             evaluator: SimExecutor::new(x.envs, eval_options),
             eval_prompts,
             metrics: MetricsSink::append(&run_dir.join("metrics.jsonl"))?,
@@ -622,10 +642,24 @@ impl VlaTrainer {
     }
 }
 
+/// The simulator settings of anchor execution (and of branched
+/// imagination's executed prefixes).
+fn anchor_sim_options(config: &TrainConfig) -> SimExecutorOptions {
+    let mut options = SimExecutorOptions {
+        temperature: config.executor.temperature,
+        record_observations: true,
+        ..Default::default()
+    };
+    options.env.max_steps = config.executor.max_steps;
+    options
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use wmrl_core::Mode;
+    use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
+    use wmrl_vla::rollout::{ClosedLoopActor, EpisodeRecord};
 
     /// A tiny random policy and a tiny world model on its encoder, saved.
     fn checkpoints(dir: &Path) -> (PathBuf, PathBuf) {
@@ -971,6 +1005,112 @@ mod tests {
         let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
         assert_eq!(metrics.lines().count(), 1, "{metrics}");
         assert!(!metrics.contains(torn));
+    }
+
+    /// The simulator behind an executor that loses episodes after running
+    /// them (a robot dropping out mid-episode): on their first attempt, or
+    /// with `every_attempt` on every one.
+    struct LosesEpisodes {
+        simulator: SimExecutor,
+        every_attempt: bool,
+    }
+
+    impl<'p> AnchorExecutor<VlaAdapter, dyn ClosedLoopActor + 'p> for LosesEpisodes {
+        type Error = wmrl_vla::Error;
+
+        fn execute(
+            &mut self,
+            policy: &(dyn ClosedLoopActor + 'p),
+            episodes: &[EpisodeRequest<'_, TaskPrompt>],
+        ) -> std::result::Result<Vec<Execution<EpisodeRecord>>, wmrl_vla::Error> {
+            let outcomes = self.simulator.execute(policy, episodes)?;
+            Ok(outcomes
+                .into_iter()
+                .zip(episodes)
+                .map(|(outcome, request)| match outcome {
+                    Execution::Completed { rollout, .. }
+                        if self.every_attempt || request.attempt == 0 =>
+                    {
+                        Execution::Failed {
+                            reason: format!("robot lost after {} steps", rollout.steps),
+                        }
+                    }
+                    other => other,
+                })
+                .collect())
+        }
+    }
+
+    /// The issue's executor that errors mid-episode: each lost episode is
+    /// re-queued with a fresh seed and executed again, never recorded as a
+    /// task failure; an episode lost on every attempt stops the run with a
+    /// message naming it, and the run resumes from its last checkpoint.
+    #[test]
+    fn episodes_lost_mid_way_are_requeued_not_recorded_as_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let (policy, wm) = checkpoints(dir.path());
+        let config = TrainConfig::parse(
+            r#"
+            tasks = [5]
+            iterations = 2
+            eval_every = 2
+            eval_states = 1
+            [core]
+            groups = 4
+            group_size = 2
+            anchor_ratio = 0.5
+            max_attempts = 2
+            [executor]
+            envs = 4
+            max_steps = 16
+            "#,
+            "test",
+            false,
+            &[],
+        )
+        .unwrap();
+        let lossy = |every_attempt: bool| {
+            AnchorStream::new(
+                "robots that drop out",
+                LosesEpisodes {
+                    simulator: VlaTrainer::simulator_executor(&config),
+                    every_attempt,
+                },
+            )
+        };
+
+        let run = dir.path().join("lost-once");
+        let mut trainer =
+            VlaTrainer::new(config.clone(), &policy, &wm, &run, tch::Device::Cpu).unwrap();
+        trainer.set_anchor_executor(lossy(false));
+        let summary = trainer.run(&mut |_, _| {}).unwrap();
+        // Two anchor groups of two per iteration, each episode lost once.
+        assert_eq!(summary.executions, 2 * 4);
+        let rows = wmrl_report::metrics::read_rows(&run.join("metrics.jsonl")).unwrap();
+        assert_eq!(rows.len(), 2);
+        for row in &rows {
+            let core = &row["core"];
+            assert_eq!(core["diagnostics"]["anchor_groups"], 2, "{row}");
+            assert_eq!(core["executions"], 4, "{row}");
+            assert_eq!(core["execution_failures"], 4, "{row}");
+            assert!(row["anchor_success"].is_number(), "{row}");
+        }
+
+        let run = dir.path().join("lost-always");
+        let mut trainer =
+            VlaTrainer::new(config.clone(), &policy, &wm, &run, tch::Device::Cpu).unwrap();
+        trainer.set_anchor_executor(lossy(true));
+        let err = trainer.run(&mut |_, _| {}).unwrap_err().to_string();
+        assert!(
+            err.contains("failed to execute 2 times") && err.contains("robot lost after"),
+            "{err}"
+        );
+        drop(trainer);
+        let mut resumed = VlaTrainer::resume(&run, tch::Device::Cpu).unwrap();
+        assert_eq!(resumed.completed_iterations(), 0);
+        resumed.run(&mut |_, _| {}).unwrap();
+        let rows = wmrl_report::metrics::read_rows(&run.join("metrics.jsonl")).unwrap();
+        assert_eq!(rows.len(), 2);
     }
 
     /// Everything of a row that must not depend on a stop and resume
