@@ -661,6 +661,11 @@ mod tests {
     use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
     use wmrl_vla::rollout::{ClosedLoopActor, EpisodeRecord};
 
+    /// A run config from TOML text (test settings, no overrides).
+    fn test_config(text: &str) -> TrainConfig {
+        TrainConfig::parse(text, "test", false, &[]).unwrap()
+    }
+
     /// A tiny random policy and a tiny world model on its encoder, saved.
     fn checkpoints(dir: &Path) -> (PathBuf, PathBuf) {
         checkpoints_of("tiny", &[], dir)
@@ -722,7 +727,7 @@ mod tests {
     fn measuring_gradients_runs_a_step_without_learning() {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
-        let config = TrainConfig::parse(
+        let config = test_config(
             r#"
             tasks = [5]
             iterations = 2
@@ -739,11 +744,7 @@ mod tests {
             envs = 4
             max_steps = 16
             "#,
-            "test",
-            false,
-            &[],
-        )
-        .unwrap();
+        );
         let mut trainer = VlaTrainer::new(
             config,
             &policy,
@@ -781,7 +782,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
         for mode in Mode::ALL {
-            let mut config = TrainConfig::parse(
+            let mut config = test_config(
                 r#"
                 tasks = [5]
                 iterations = 2
@@ -797,11 +798,7 @@ mod tests {
                 envs = 4
                 max_steps = 16
                 "#,
-                "test",
-                false,
-                &[],
-            )
-            .unwrap();
+            );
             config.core.mode = mode;
             let run = dir.path().join(mode.name());
             let mut trainer =
@@ -907,7 +904,7 @@ mod tests {
             &["model.latent_dim=48".into()],
             &dir.path().join("wide"),
         );
-        let config = TrainConfig::parse(
+        let config = test_config(
             r#"
             tasks = [5]
             iterations = 1
@@ -921,11 +918,7 @@ mod tests {
             envs = 2
             max_steps = 8
             "#,
-            "test",
-            false,
-            &[],
-        )
-        .unwrap();
+        );
         let start = |policy: &Path, wm: &Path, run: &str| {
             let mut trainer = VlaTrainer::new(
                 config.clone(),
@@ -1049,7 +1042,7 @@ mod tests {
     fn episodes_lost_mid_way_are_requeued_not_recorded_as_failures() {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
-        let config = TrainConfig::parse(
+        let config = test_config(
             r#"
             tasks = [5]
             iterations = 2
@@ -1064,11 +1057,7 @@ mod tests {
             envs = 4
             max_steps = 16
             "#,
-            "test",
-            false,
-            &[],
-        )
-        .unwrap();
+        );
         let lossy = |every_attempt: bool| {
             AnchorStream::new(
                 "robots that drop out",
@@ -1136,7 +1125,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
         let run = |overlap: bool, scoring: wmrl_core::AnchorScoring| {
-            let mut config = TrainConfig::parse(
+            let mut config = test_config(
                 r#"
                 tasks = [5]
                 iterations = 2
@@ -1153,11 +1142,7 @@ mod tests {
                 envs = 4
                 max_steps = 16
                 "#,
-                "test",
-                false,
-                &[],
-            )
-            .unwrap();
+            );
             config.overlap_anchors = overlap;
             config.core.anchor_scoring = scoring;
             let out = dir
@@ -1205,7 +1190,7 @@ mod tests {
     fn assert_resumes_bit_for_bit(config_text: &str) -> Vec<serde_json::Value> {
         let dir = tempfile::tempdir().unwrap();
         let (policy, wm) = checkpoints(dir.path());
-        let config = TrainConfig::parse(config_text, "test", false, &[]).unwrap();
+        let config = test_config(config_text);
         let mode = config.core.mode.name().to_string();
         let straight_dir = dir.path().join("straight");
         let mut straight = VlaTrainer::new(
