@@ -134,6 +134,8 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     ] {
         assert!(run_dir.join(file).is_file(), "{file} missing");
     }
+    let manifest = wmrl_report::manifest::verify(&run_dir.join("checkpoint")).unwrap();
+    assert_eq!(manifest.files.len(), 3, "policy, world model, state");
     let mut policy =
         wmrl_research::policy::PlanPolicy::new(1, Default::default(), tch::Device::Cpu).unwrap();
     policy

@@ -104,6 +104,20 @@ fn mismatched_architecture_names_the_tensor_and_both_shapes() {
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["model"]["vision"]["embed_dim"] = serde_json::json!(40);
     std::fs::write(&path, serde_json::to_string(&json).unwrap()).unwrap();
+    // Unrecorded, the edit is damage: the manifest names the file.
+    let err = checkpoint::load(dir.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json is") && err.contains("damaged"),
+        "{err}"
+    );
+    // Recorded in the manifest, it is another architecture.
+    wmrl_report::manifest::write(
+        dir.path(),
+        &[checkpoint::WEIGHTS_FILE, checkpoint::CONFIG_FILE],
+    )
+    .unwrap();
     let err = checkpoint::load(dir.path(), Device::Cpu)
         .unwrap_err()
         .to_string();

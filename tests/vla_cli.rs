@@ -517,21 +517,27 @@ fn world_model_collect_train_eval_and_bench() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let latest = killed_dir.join("checkpoints/LATEST");
+    // The newest complete checkpoint: the highest iteration whose folder has its manifest.
+    let newest = || -> u64 {
+        std::fs::read_dir(killed_dir.join("checkpoints"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("MANIFEST.json").exists())
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix("iter-")?.parse().ok())
+            .max()
+            .unwrap_or(0)
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    loop {
-        let name = std::fs::read_to_string(&latest).unwrap_or_default();
-        if name.trim() >= "iter-000003" || std::time::Instant::now() > deadline {
-            break;
-        }
+    while newest() < 3 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();
-    let before = std::fs::read_to_string(&latest).unwrap();
+    let before = newest();
     assert!(
-        before.trim() >= "iter-000003" && before.trim() < "iter-000030",
-        "killed mid-run: {before}"
+        (3..30).contains(&before),
+        "killed mid-run: iteration {before}"
     );
     let resumed = wmrl(&[
         "--device",
@@ -579,6 +585,37 @@ fn world_model_collect_train_eval_and_bench() {
     assert_eq!(summary["executions"], 31 * 2, "{summary}");
     let rows = std::fs::read_to_string(killed_dir.join("metrics.jsonl")).unwrap();
     assert_eq!(rows.lines().count(), 31);
+    // The newest checkpoint damaged: `--strict` refuses naming the file;
+    // without it the run resumes from the one before and finishes again.
+    let optimizer = killed_dir.join("checkpoints/iter-000031/learner/optimizer.safetensors");
+    let bytes = std::fs::read(&optimizer).unwrap();
+    std::fs::write(&optimizer, &bytes[..bytes.len() / 2]).unwrap();
+    let resume = |strict: bool| {
+        let run = killed_dir.to_str().unwrap();
+        let mut args = vec!["--device", "cpu", "train", "--resume", run];
+        if strict {
+            args.push("--strict");
+        }
+        wmrl(&args)
+    };
+    let refused = resume(true);
+    assert!(
+        !refused.status.success()
+            && text(&refused).contains("learner/optimizer.safetensors is")
+            && text(&refused).contains("--strict"),
+        "{}",
+        text(&refused)
+    );
+    let healed = resume(false);
+    assert!(
+        healed.status.success()
+            && text(&healed).contains("passed over")
+            && text(&healed).contains("iteration 30"),
+        "{}",
+        text(&healed)
+    );
+    let rows = std::fs::read_to_string(killed_dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 31);
     // `wmrl experiment`: two modes side by side, the ablation table written.
     let exp_dir = dir.path().join("experiment");
     let head = [
@@ -618,6 +655,23 @@ fn world_model_collect_train_eval_and_bench() {
         std::fs::read(exp_dir.join("wmrl-seed0/metrics.jsonl")).unwrap(),
         before
     );
+    // A finished run whose last checkpoint is damaged is not reused: it is
+    // resumed from the checkpoint before and ends as it did.
+    let run0 = exp_dir.join("wmrl-seed0");
+    let policy_before = std::fs::read(run0.join("policy/model.safetensors")).unwrap();
+    let state = run0.join("checkpoints/iter-000001/state.json");
+    let mut bytes = std::fs::read(&state).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&state, bytes).unwrap();
+    let healed = wmrl(&args);
+    assert!(healed.status.success(), "{}", text(&healed));
+    assert!(
+        std::fs::read(run0.join("policy/model.safetensors")).unwrap() == policy_before,
+        "the re-run's policy differs"
+    );
+    wmrl_report::manifest::verify(&run0.join("checkpoints/iter-000001")).unwrap();
+    let before = std::fs::read(run0.join("metrics.jsonl")).unwrap();
     // Another config on the same folder is refused by name, not reused...
     let other = [&args[..], &["--set", "grpo.lr=3e-4"]].concat();
     let refused = wmrl(&other);

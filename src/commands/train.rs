@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use wmrl_train::{TrainConfig, VlaTrainer};
+use wmrl_train::{OnDamage, TrainConfig, VlaTrainer};
 
 use crate::cli::GlobalArgs;
 
@@ -43,14 +43,33 @@ pub struct TrainArgs {
     /// at least the iterations already completed.
     #[arg(long, requires = "resume")]
     pub iterations: Option<u64>,
+    /// With --resume: refuse when the newest checkpoint is damaged instead
+    /// of resuming from the newest one that verifies.
+    #[arg(long, requires = "resume")]
+    pub strict: bool,
 }
 
 pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
     let device = wmrl_tch::select_device(global.device).context("selecting the compute device")?;
     let mut trainer = match (&args.resume, &args.policy, &args.wm, &args.out) {
         (Some(run), ..) => {
-            let mut trainer = VlaTrainer::resume(run, device)
+            let on_damage = if args.strict {
+                OnDamage::Refuse
+            } else {
+                OnDamage::ResumeOlder
+            };
+            let mut trainer = VlaTrainer::resume_with(run, device, on_damage)
                 .with_context(|| format!("resuming the run in {}", run.display()))?;
+            if let Some(from) = trainer.resumed_from() {
+                for skipped in &from.skipped {
+                    eprintln!("warning: passed over {skipped}");
+                }
+                eprintln!(
+                    "resuming from {} (iteration {})",
+                    from.dir.display(),
+                    from.state.iteration
+                );
+            }
             if let Some(iterations) = args.iterations {
                 trainer.extend_to(iterations)?;
             }

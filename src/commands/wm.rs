@@ -293,12 +293,7 @@ pub(crate) fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> 
         "fit": report,
     });
     checkpoint::save(&model, &args.out, info.clone())?;
-    episodes::write(
-        &args.out.join(checkpoint::TRAINING_DATA_FILE),
-        &dims,
-        model.encoder(),
-        &data,
-    )?;
+    checkpoint::save_training_data(&args.out, &dims, model.encoder(), &data)?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {

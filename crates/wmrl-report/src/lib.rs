@@ -1,4 +1,5 @@
-//! Run artefacts a person reads: files written atomically, metrics as JSONL,
+//! Run artefacts a person reads: files written atomically, checkpoint
+//! manifests with checksums, metrics as JSONL,
 //! and PNG plots drawn from them.
 //!
 //! Everything here is domain-free; the trainers and benchmarks decide what to
@@ -7,11 +8,13 @@
 
 pub mod atomic;
 pub mod curve;
+pub mod manifest;
 pub mod metrics;
 pub mod plot;
 
 pub use atomic::{write_atomic, write_json_atomic, write_jsonl_atomic};
 pub use curve::{MeanSe, first_crossing, seed_mean, seed_mean_se};
+pub use manifest::{Damage, MANIFEST_FILE, Manifest};
 pub use metrics::MetricsSink;
 pub use plot::{LinePlot, Series, SeriesStyle};
 
@@ -35,6 +38,9 @@ pub enum Error {
         /// The underlying error.
         source: serde_json::Error,
     },
+    /// A checkpoint's files do not match its manifest (or it has none).
+    #[error(transparent)]
+    Damaged(#[from] manifest::Damage),
     /// The plot could not be drawn.
     #[error("cannot draw plot {path}: {message}")]
     Plot {

@@ -20,8 +20,8 @@
 //! executed (or a reference solution) is answered with its real reward.
 //! Artefacts in the run folder: `config.json`,
 //! `metrics.jsonl` (one row per step), `anchors.jsonl` (every real
-//! execution), `percentile.png`, `checkpoint/{policy,world_model}.safetensors`
-//! and `checkpoint/state.json`.
+//! execution), `percentile.png`, `checkpoint/{policy,world_model}.safetensors`,
+//! `checkpoint/state.json` and `checkpoint/MANIFEST.json` (written last).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -381,7 +381,8 @@ impl Trainer {
         })
     }
 
-    /// Writes the policy, the world model and the counters into `checkpoint/`.
+    /// Writes the policy, the world model and the counters into `checkpoint/`,
+    /// then its manifest (sizes and SHA-256 of each file).
     pub fn checkpoint(&self) -> Result<()> {
         let dir = self.run_dir.join("checkpoint");
         std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
@@ -420,6 +421,13 @@ impl Trainer {
                 "judge": judge,
             }),
         )?;
+        // Last: the manifest marks the checkpoint complete and lets a reader
+        // tell a damaged file (wmrl_report::manifest::verify).
+        let mut files = vec!["policy.safetensors", "state.json"];
+        if judge.is_none() {
+            files.push("world_model.safetensors");
+        }
+        wmrl_report::manifest::write(&dir, &files)?;
         Ok(())
     }
 

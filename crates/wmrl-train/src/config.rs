@@ -72,6 +72,10 @@ pub struct TrainConfig {
     /// Write a resumable checkpoint every this many iterations (default: 1;
     /// the last iteration always gets one).
     pub checkpoint_every: u64,
+    /// Keep this many of the newest complete checkpoints (default: 2, at
+    /// least 1). Older ones are removed only after a newer one is written
+    /// and verified, so a damaged newest checkpoint leaves one to resume from.
+    pub checkpoint_keep: usize,
 }
 
 impl Default for TrainConfig {
@@ -95,6 +99,7 @@ impl Default for TrainConfig {
             train_imagined_chunks: false,
             overlap_anchors: true,
             checkpoint_every: 1,
+            checkpoint_keep: 2,
         }
     }
 }
@@ -121,6 +126,12 @@ impl TrainConfig {
         }
         if self.executor.envs == 0 || self.executor.max_steps == 0 {
             return bad("executor", "envs and max_steps must be at least 1".into());
+        }
+        if self.checkpoint_keep == 0 {
+            return bad(
+                "checkpoint_keep",
+                "expected at least 1 (the newest complete checkpoint is always kept)".into(),
+            );
         }
         if self.train_imagined_chunks && self.imagine_prefix_chunks == 0 {
             return bad(

@@ -413,17 +413,26 @@ fn run_one(
     let mut config = plan.config.clone();
     config.core.mode = mode;
     config.core.seed = seed;
-    let mut trainer = if summary_path.exists() || checkpoint::latest(dir)?.is_some() {
+    let mut trainer = if summary_path.exists() || !checkpoint::list(dir)?.is_empty() {
         // A run of this folder, finished or stopped: it must be this
         // experiment's, up to a shorter iteration count, which is extended.
         let saved = check_run_config(&dir.join("config.json"), &config)?;
         if summary_path.exists() {
             if saved.iterations == config.iterations {
-                tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
-                return read_summary(&summary_path);
+                match finished_summary(dir, &summary_path, config.iterations) {
+                    Ok(summary) => {
+                        tracing::info!(run = %dir.display(), "finished earlier; reusing its summary");
+                        return Ok(summary);
+                    }
+                    // Re-run from the newest checkpoint that verifies: the
+                    // run is deterministic, so it ends as it did.
+                    Err(why) => {
+                        tracing::warn!(run = %dir.display(), %why, "finished run damaged; resuming it")
+                    }
+                }
             }
-            // Extended below; the summary of the shorter run goes first, so
-            // that a stop in between resumes rather than reuses it.
+            // Extended (or re-run) below; the summary goes first, so that a
+            // stop in between resumes rather than reuses it.
             std::fs::remove_file(&summary_path).map_err(|source| Error::Io {
                 path: summary_path.clone(),
                 source,
@@ -471,6 +480,27 @@ fn check_run_config(config_path: &Path, wanted: &TrainConfig) -> Result<TrainCon
         return refuse("belongs to an experiment with another config; choose another --out".into());
     }
     Ok(saved)
+}
+
+/// A finished run's summary, if the run is whole: `summary.json` reads and
+/// its newest checkpoint verifies and is of the final iteration.
+fn finished_summary(dir: &Path, summary_path: &Path, iterations: u64) -> Result<TrainSummary> {
+    let summary = read_summary(summary_path)?;
+    let newest = checkpoint::select(dir, checkpoint::OnDamage::Refuse)?;
+    match newest {
+        Some(selected) if selected.state.iteration == iterations => Ok(summary),
+        Some(selected) => Err(Error::Checkpoint {
+            path: selected.dir,
+            message: format!(
+                "is of iteration {} and the finished run has {iterations}",
+                selected.state.iteration
+            ),
+        }),
+        None => Err(Error::Checkpoint {
+            path: dir.join(CHECKPOINTS_DIR),
+            message: "holds no checkpoint".into(),
+        }),
+    }
 }
 
 /// A finished run's `summary.json`.

@@ -36,6 +36,7 @@ mod timed;
 mod trainer;
 
 pub use anchors::{AnchorStream, ExecutorError};
+pub use checkpoint::OnDamage;
 pub use config::{ExecutorSettings, TrainConfig};
 pub use error::{Error, Result};
 pub use timed::{Clock, Timed};

@@ -1,6 +1,9 @@
 //! Checkpoints: a folder with `model.safetensors` (every named tensor of the
 //! policy, f32) and `config.json` (architecture, tokenizer vocabulary, action
-//! binning, and free-form provenance), both written atomically.
+//! binning, and free-form provenance), both written atomically, then
+//! `MANIFEST.json` with their sizes and SHA-256 ([`wmrl_report::manifest`]).
+//! Loading verifies the manifest first (a folder written before manifests
+//! loads without one), so a truncated or altered file is named as such.
 //!
 //! Loading checks every tensor's name and shape against the architecture built
 //! from `config.json` *before* copying any value, so a mismatched checkpoint
@@ -112,7 +115,8 @@ pub fn var_store_bytes(vs: &nn::VarStore) -> Result<Vec<u8>> {
     })
 }
 
-/// Writes `dir/model.safetensors` then `dir/config.json`, each atomically.
+/// Writes `dir/model.safetensors`, `dir/config.json` and then the manifest
+/// of both, each atomically.
 pub fn save(policy: &VlaPolicy, dir: &Path, info: serde_json::Value) -> Result<()> {
     let _span = tracing::info_span!("save_checkpoint", dir = %dir.display()).entered();
     wmrl_report::write_atomic(&dir.join(WEIGHTS_FILE), &weights_bytes(policy)?)?;
@@ -124,6 +128,7 @@ pub fn save(policy: &VlaPolicy, dir: &Path, info: serde_json::Value) -> Result<(
         info,
     };
     wmrl_report::write_json_atomic(&dir.join(CONFIG_FILE), &config)?;
+    wmrl_report::manifest::write(dir, &[WEIGHTS_FILE, CONFIG_FILE])?;
     Ok(())
 }
 
@@ -154,6 +159,7 @@ pub fn read_config(dir: &Path) -> Result<CheckpointConfig> {
 /// Builds the policy described by `dir/config.json` on `device` and loads its weights.
 pub fn load(dir: &Path, device: Device) -> Result<VlaPolicy> {
     let _span = tracing::info_span!("load_checkpoint", dir = %dir.display()).entered();
+    wmrl_report::manifest::verify_if_present(dir).map_err(wmrl_report::Error::from)?;
     let config = read_config(dir)?;
     let mut policy = VlaPolicy::new(config.model, config.tokenizer, device)?;
     load_weights(&mut policy, &dir.join(WEIGHTS_FILE))?;

@@ -1,8 +1,10 @@
 //! World-model checkpoints, in the same form as the policy's: a folder with
 //! `world_model.safetensors` (every tensor, f32) and `world_model.json`
 //! (config, sizes, the encoder fingerprint, provenance), both written
-//! atomically. Loading builds the architecture from the JSON and checks every
-//! tensor's name and shape before copying anything.
+//! atomically, then `MANIFEST.json` with their sizes and SHA-256 (and the
+//! training episodes' when they are saved beside). Loading verifies the
+//! manifest when there is one, builds the architecture from the JSON and
+//! checks every tensor's name and shape before copying anything.
 
 use std::path::Path;
 
@@ -44,7 +46,8 @@ pub struct WmCheckpointConfig {
     pub info: serde_json::Value,
 }
 
-/// Writes `dir/world_model.safetensors` then `dir/world_model.json`, atomically.
+/// Writes `dir/world_model.safetensors`, `dir/world_model.json` and then
+/// their manifest ([`wmrl_report::manifest`]), atomically.
 pub fn save(model: &LatentWorldModel, dir: &Path, info: serde_json::Value) -> Result<()> {
     let _span = tracing::info_span!("save_world_model", dir = %dir.display()).entered();
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
@@ -62,6 +65,21 @@ pub fn save(model: &LatentWorldModel, dir: &Path, info: serde_json::Value) -> Re
         info,
     };
     wmrl_report::write_json_atomic(&dir.join(CONFIG_FILE), &config)?;
+    wmrl_report::manifest::write(dir, &[WEIGHTS_FILE, CONFIG_FILE])?;
+    Ok(())
+}
+
+/// Writes the world model's training episodes beside its checkpoint in
+/// `dir` (what `wmrl train` seeds its replay buffer with), and adds them to
+/// the checkpoint's manifest.
+pub fn save_training_data(
+    dir: &Path,
+    dims: &Dims,
+    encoder: &str,
+    episodes: &[crate::LatentTrajectory],
+) -> Result<()> {
+    crate::episodes::write(&dir.join(TRAINING_DATA_FILE), dims, encoder, episodes)?;
+    wmrl_report::manifest::write(dir, &[WEIGHTS_FILE, CONFIG_FILE, TRAINING_DATA_FILE])?;
     Ok(())
 }
 
@@ -98,6 +116,7 @@ pub fn load(
     device: Device,
 ) -> Result<LatentWorldModel> {
     let _span = tracing::info_span!("load_world_model", dir = %dir.display()).entered();
+    wmrl_report::manifest::verify_if_present(dir).map_err(wmrl_report::Error::from)?;
     let stored = read_config(dir)?;
     if stored.dims != *dims {
         return Err(Error::mismatch(
