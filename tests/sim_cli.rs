@@ -1,4 +1,4 @@
-//! End-to-end tests of `wmrl scene check` and `wmrl sim render|video|init-states|stress`.
+//! End-to-end tests of `wmrl scene check|export` and `wmrl sim render|video|init-states|stress`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -7,19 +7,35 @@ fn wmrl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wmrl"))
 }
 
-fn bddl(name: &str) -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/reference/libero-bddl"
-    ))
-    .join(name)
+/// A file of the repository, e.g. a shipped scene or a test fixture.
+fn repo_file(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
 }
+
+const KITCHEN_SCENE8: &str =
+    "scenes/libero_long/08_kitchen_scene8_put_both_moka_pots_on_the_stove.toml";
 
 #[test]
 fn scene_check_lists_a_bddl_task_and_a_toml_scene() {
+    // The BDDL is the project's own: the shipped TOML scene, exported.
+    let dir = tempfile::tempdir().unwrap();
+    let bddl = dir
+        .path()
+        .join("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl");
+    let out = wmrl()
+        .args(["scene", "export", "--format", "bddl", "--out"])
+        .arg(&bddl)
+        .arg(repo_file(KITCHEN_SCENE8))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = wmrl()
         .args(["scene", "check", "--json"])
-        .arg(bddl("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl"))
+        .arg(&bddl)
         .output()
         .unwrap();
     assert!(
@@ -28,37 +44,47 @@ fn scene_check_lists_a_bddl_task_and_a_toml_scene() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["format"], "bddl");
+    assert_eq!(v["name"], "KITCHEN_SCENE8_put_both_moka_pots_on_the_stove");
     assert_eq!(v["objects"][0], "moka_pot_1: moka_pot");
     assert_eq!(v["goal"][2], "TurnOn flat_stove_1");
     assert_eq!(v["simulable"], true);
 
-    let toml = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenes/libero_long/08_kitchen_scene8_put_both_moka_pots_on_the_stove.toml"
-    ));
-    let out = wmrl().args(["scene", "check"]).arg(&toml).output().unwrap();
+    let out = wmrl()
+        .args(["scene", "check"])
+        .arg(repo_file(KITCHEN_SCENE8))
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("flat_stove_1_cook_region") && text.contains("goal:"),
         "{text}"
     );
+
+    // And back: BDDL to TOML on stdout gives the shipped scene.
+    let out = wmrl()
+        .args(["scene", "export", "--format", "toml"])
+        .arg(&bddl)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let shipped = std::fs::read_to_string(repo_file(KITCHEN_SCENE8)).unwrap();
+    let (a, b) = (
+        wmrl_sim::scene::Scene::from_toml(&text, "stdout").unwrap(),
+        wmrl_sim::scene::Scene::from_toml(&shipped, KITCHEN_SCENE8).unwrap(),
+    );
+    assert_eq!(a, b);
 }
 
 #[test]
 fn scene_check_warns_on_unmodelled_types_and_fails_on_bad_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let other = dir.path().join("other.bddl");
-    let text = std::fs::read_to_string(bddl("KITCHEN_SCENE8_put_both_moka_pots_on_the_stove.bddl"))
-        .unwrap();
-    std::fs::write(
-        &other,
-        text.replace("moka_pot_2 - moka_pot", "moka_pot_2 - espresso_machine"),
-    )
-    .unwrap();
     let out = wmrl()
         .args(["scene", "check", "--json"])
-        .arg(&other)
+        .arg(repo_file(
+            "crates/wmrl-sim/tests/fixtures/unmodelled_types.bddl",
+        ))
         .output()
         .unwrap();
     assert!(out.status.success(), "unmodelled types only warn");
@@ -70,6 +96,18 @@ fn scene_check_warns_on_unmodelled_types_and_fails_on_bad_files() {
             .contains("espresso_machine")
     );
 
+    let out = wmrl()
+        .args(["scene", "check"])
+        .arg(repo_file(
+            "crates/wmrl-sim/tests/fixtures/unclosed_define.bddl",
+        ))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unclosed_define.bddl:3"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nproblem = 3\n").unwrap();
     let out = wmrl().args(["scene", "check"]).arg(&bad).output().unwrap();

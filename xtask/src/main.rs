@@ -3,11 +3,15 @@
 //! It finds or installs libtorch (see [`libtorch`]), then runs cargo with
 //! `LIBTORCH` and `LD_LIBRARY_PATH` set so that everything links and runs
 //! without a manual step. A second run reuses the venv and starts in seconds.
+//! Commands that run `wmrl` build it first with cargo's progress shown, and
+//! print one `xtask:` line per stage with its time, so a first build (many
+//! minutes on a small machine) does not look like a hang.
 
 mod libtorch;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, ExitStatus};
 use std::time::Instant;
 
 const USAGE: &str = "\
@@ -39,39 +43,32 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest: Vec<String> = args.collect();
-    let cargo_args: Vec<String> = match command.as_str() {
+    // The wmrl profile to build first (with progress), if any, and the cargo command.
+    let (build, cargo_args): (Option<Profile>, Vec<String>) = match command.as_str() {
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        "test" => ["test", "--workspace"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(rest)
-            .collect(),
-        "demo" => wmrl_run(&[], "demo", rest),
+        "test" => (None, strings(&["test", "--workspace"], rest)),
+        "demo" => (
+            Some(Profile::Debug),
+            wmrl_run(Profile::Debug, &["demo"], rest),
+        ),
         "bench" => {
             let rest = if rest.is_empty() {
                 vec!["all".into(), "--json".into()]
             } else {
                 rest
             };
-            wmrl_run(&["--release"], "bench", rest)
+            let run = wmrl_run(Profile::Release, &["bench"], rest);
+            (Some(Profile::Release), run)
         }
-        "wmrl" => {
-            let mut args = vec![
-                "run".into(),
-                "--release".into(),
-                "--quiet".into(),
-                "--bin".into(),
-                "wmrl".into(),
-                "--".into(),
-            ];
-            args.extend(rest);
-            args
-        }
-        "cargo" => rest,
-        "env" => Vec::new(),
+        "wmrl" => (
+            Some(Profile::Release),
+            wmrl_run(Profile::Release, &[], rest),
+        ),
+        "cargo" => (None, rest),
+        "env" => (None, Vec::new()),
         other => {
             eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
             return ExitCode::from(2);
@@ -99,21 +96,83 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!(
-        "xtask: libtorch {} at {} ({:.1}s)",
+        "xtask: libtorch {} ready at {} ({:.1}s)",
         torch.version,
         torch.dir.display(),
         started.elapsed().as_secs_f64()
     );
 
+    if let Some(profile) = build {
+        let name = profile.name();
+        eprintln!("xtask: building wmrl ({name}; a first build takes minutes)");
+        let started = Instant::now();
+        let build_args = strings(&["build", "--bin", "wmrl"], profile.flag());
+        match cargo(&repo, &env, &build_args) {
+            Ok(status) if status.success() => {}
+            other => return exit_code(other),
+        }
+        eprintln!(
+            "xtask: wmrl ({name}) built in {:.0}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    exit_code(cargo(&repo, &env, &cargo_args))
+}
+
+/// The build profile of the `wmrl` binary.
+#[derive(Clone, Copy)]
+enum Profile {
+    Debug,
+    Release,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Debug => "debug",
+            Profile::Release => "release",
+        }
+    }
+
+    /// The cargo flag selecting this profile.
+    fn flag(self) -> Vec<String> {
+        match self {
+            Profile::Debug => Vec::new(),
+            Profile::Release => vec!["--release".into()],
+        }
+    }
+}
+
+/// `head` followed by `rest`, as owned strings.
+fn strings(head: &[&str], rest: Vec<String>) -> Vec<String> {
+    head.iter().map(|s| s.to_string()).chain(rest).collect()
+}
+
+/// `cargo run [profile] --quiet --bin wmrl -- <sub> <rest>`: quiet because the
+/// build step before it has already shown cargo's output.
+fn wmrl_run(profile: Profile, sub: &[&str], rest: Vec<String>) -> Vec<String> {
+    let mut args = strings(&["run"], profile.flag());
+    args.extend(strings(&["--quiet", "--bin", "wmrl", "--"], Vec::new()));
+    args.extend(strings(sub, rest));
+    args
+}
+
+/// Runs cargo in the repository with libtorch's environment.
+fn cargo(repo: &Path, env: &[(String, OsString)], args: &[String]) -> std::io::Result<ExitStatus> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(&cargo_args)
-        .current_dir(&repo)
+    cmd.args(args)
+        .current_dir(repo)
         .env_remove("LIBTORCH_USE_PYTORCH");
     for (key, value) in env {
         cmd.env(key, value);
     }
-    match cmd.status() {
+    cmd.status()
+}
+
+/// The process exit code for cargo's outcome.
+fn exit_code(status: std::io::Result<ExitStatus>) -> ExitCode {
+    match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => ExitCode::from(
             status
@@ -126,17 +185,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `cargo run [profile] --bin wmrl -- <sub> <rest>`.
-fn wmrl_run(profile: &[&str], sub: &str, rest: Vec<String>) -> Vec<String> {
-    let mut args: Vec<String> = vec!["run".into()];
-    args.extend(profile.iter().map(|s| s.to_string()));
-    args.extend(
-        ["--quiet", "--bin", "wmrl", "--", sub]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    args.extend(rest);
-    args
 }

@@ -1,17 +1,19 @@
 //! Task scenes: the project's TOML format and LIBERO's BDDL, parsed into one
 //! [`Scene`] structure that mirrors BDDL (fixtures, objects, named regions,
-//! initial and goal predicates), plus the object-type catalog and table layouts
-//! that turn a scene into geometry.
+//! initial and goal predicates) and written back to either format, plus the
+//! object-type catalog and table layouts that turn a scene into geometry.
 
 mod bddl;
 mod catalog;
 mod check;
+mod export;
 mod layout;
 mod predicate;
 
 pub use bddl::parse_bddl;
 pub use catalog::{Catalog, JointKind, LinkSpec, ObjectType, Part, Shape, Site};
 pub use check::{SceneReport, check_file};
+pub use export::ExportError;
 pub use layout::{CameraPose, Layout, TABLE_TYPES};
 pub use predicate::Predicate;
 
