@@ -369,6 +369,12 @@ fn checkpoints_round_trip_and_mismatches_name_the_tensor() {
         .unwrap()
         .replace(r#""hidden": 64"#, r#""hidden": 48"#);
     std::fs::write(&json_path, text).unwrap();
+    // An edit recorded in the manifest: another architecture, not damage.
+    wmrl_report::manifest::write(
+        dir.path(),
+        &[checkpoint::WEIGHTS_FILE, checkpoint::CONFIG_FILE],
+    )
+    .unwrap();
     let err = checkpoint::load(dir.path(), &dims, None, Device::Cpu)
         .unwrap_err()
         .to_string();
