@@ -60,7 +60,7 @@ pub enum Command {
     Robotd(commands::robots::RobotdArgs),
     /// Robot network: TLS certificates and configs, a router, emergency stop, discovery.
     Robots(commands::robots::RobotsArgs),
-    /// Scene files (TOML or BDDL): check what they hold.
+    /// Scene files (TOML or BDDL): check what they hold, or convert them.
     Scene(commands::scene::SceneArgs),
     /// Fit the isotonic calibrator to anchor pairs (CSV) and plot its reliability.
     Calibrate(commands::calibrate::CalibrateArgs),

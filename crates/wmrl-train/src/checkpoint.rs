@@ -125,7 +125,7 @@ pub fn list(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
             found.push((iteration, entry.path()));
         }
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     Ok(found)
 }
 
