@@ -7,6 +7,7 @@ use crate::advantage::AdvantageOptions;
 use crate::calibrator::CalibratorConfig;
 use crate::denoise::DenoiseConfig;
 use crate::mode::Mode;
+use crate::sampling::DynamicSampling;
 use crate::{Error, Result};
 
 /// Settings of the WMRL core.
@@ -34,6 +35,9 @@ pub struct CoreConfig {
     pub max_attempts: u32,
     /// Seed of anchor selection and episode seeds (default: 0).
     pub seed: u64,
+    /// Replace groups whose values are all equal with fresh ones, within a
+    /// cap of extra rollouts (default: off; see [`crate::sampling`]).
+    pub dynamic_sampling: DynamicSampling,
 }
 
 impl Default for CoreConfig {
@@ -49,6 +53,7 @@ impl Default for CoreConfig {
             anchor_scoring: AnchorScoring::Replay,
             max_attempts: 4,
             seed: 0,
+            dynamic_sampling: DynamicSampling::default(),
         }
     }
 }
@@ -127,6 +132,7 @@ impl CoreConfig {
         crate::schedule::validate_ratio(self.anchor_ratio)?;
         self.advantage.validate()?;
         self.calibrator.validate()?;
+        self.dynamic_sampling.validate(self.group_size)?;
         self.denoise.validate()
     }
 }

@@ -14,6 +14,7 @@ use crate::diagnostics::StepDiagnostics;
 use crate::error::Component;
 use crate::fuse::{Core, GroupInput};
 use crate::rng::{derive_seed, purpose};
+use crate::sampling::{SamplingCounts, is_informative};
 use crate::schedule::{AnchorPlan, TaskId};
 use crate::seams::{
     Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution,
@@ -37,6 +38,9 @@ pub struct StepReport {
     /// Anchor twins imagined ([`crate::AnchorScoring::Twin`]); not counted in `imagined`.
     #[serde(default)]
     pub twins: usize,
+    /// Dynamic sampling: groups dropped and refilled per stream ([`crate::sampling`]).
+    #[serde(default)]
+    pub sampling: SamplingCounts,
 }
 
 /// One group's data, ready for fusion.
@@ -220,6 +224,9 @@ pub struct StepPlan<Q> {
     pub tasks: Vec<TaskId>,
     /// Anchor or world-model group, and inclusion probabilities.
     pub plan: AnchorPlan,
+    /// Index of the first group in the step: 0, or the groups before a
+    /// dynamic-sampling refill round (episode seeds derive from it).
+    pub group_offset: usize,
 }
 
 impl<Q> StepPlan<Q> {
@@ -227,15 +234,16 @@ impl<Q> StepPlan<Q> {
     /// world-model groups (`!anchor`), group-major, at attempt 0.
     pub fn requests(&self, anchor: bool) -> Vec<EpisodeRequest<'_, Q>> {
         let (seed, step, n) = (self.config.seed, self.step, self.config.group_size);
+        let offset = self.group_offset;
         (0..self.prompts.len())
             .filter(|&g| self.plan.is_anchor[g] == anchor)
             .flat_map(|g| {
                 let prompt = &self.prompts[g];
                 (0..n).map(move |sample| EpisodeRequest {
-                    group: g,
+                    group: offset + g,
                     sample,
                     prompt,
-                    seed: episode_seed(seed, step, g, sample, 0),
+                    seed: episode_seed(seed, step, offset + g, sample, 0),
                     attempt: 0,
                 })
             })
@@ -275,6 +283,7 @@ pub fn plan_step<A: Adapter>(core: &mut Core, adapter: &mut A) -> Result<StepPla
         prompts,
         tasks,
         plan,
+        group_offset: 0,
     })
 }
 
@@ -401,15 +410,19 @@ where
 pub fn finish_step<A, P>(
     core: &mut Core,
     policy: &mut P,
-    plan: StepPlan<A::Prompt>,
-    executed: ExecutedAnchors<A::Rollout>,
-    anchor_scores: Option<Vec<f64>>,
-    imagined: Vec<Imagined<A::Rollout>>,
+    round: Round<A::Prompt, A::Rollout>,
 ) -> Result<StepReport>
 where
     A: Adapter,
     P: Policy<A> + ?Sized,
 {
+    let Round {
+        plan,
+        executed,
+        anchor_scores,
+        imagined,
+        sampling,
+    } = round;
     let StepPlan {
         config,
         prompts,
@@ -466,6 +479,7 @@ where
         imagined: imagined_count,
         scored,
         twins: if config.pairs_twins() { scored } else { 0 },
+        sampling,
     })
 }
 
@@ -488,6 +502,81 @@ where
     let plan = plan_step(core, adapter)?;
     let _span =
         tracing::info_span!("train_step", step = plan.step, mode = %plan.config.mode).entered();
+    let round = run_round::<A, P, W, E>(plan, policy, world_model, executor)?;
+    let round = refill::<A, P, W, E>(core, adapter, policy, world_model, executor, round)?;
+    finish_step::<A, P>(core, policy, round)
+}
+
+/// What one round of a step executed and imagined, in group order: the
+/// step's planned groups, or (merged) those and their refill groups.
+#[derive(Debug, Clone)]
+pub struct Round<Q, R> {
+    /// The round's groups.
+    pub plan: StepPlan<Q>,
+    /// The anchor groups' episodes, in request order.
+    pub executed: ExecutedAnchors<R>,
+    /// The anchors' world-model scores (mixed modes).
+    pub anchor_scores: Option<Vec<f64>>,
+    /// The world-model groups' rollouts, in request order.
+    pub imagined: Vec<Imagined<R>>,
+    /// Dynamic sampling's counts (zero until [`refill`] ran).
+    pub sampling: SamplingCounts,
+}
+
+impl<Q, R> Round<Q, R> {
+    /// Each group's stream and values (anchors: rewards; world-model groups:
+    /// scores mapped by `calibrate`), in group order.
+    fn group_values(&self, calibrate: &dyn Fn(f64) -> f64) -> Vec<(Stream, Vec<f64>)> {
+        let n = self.plan.config.group_size;
+        let mut rewards = self.executed.episodes.iter().map(|(_, r)| *r);
+        let mut scores = self.imagined.iter().map(|i| calibrate(i.score));
+        self.plan
+            .plan
+            .is_anchor
+            .iter()
+            .map(|&anchor| {
+                if anchor {
+                    (Stream::Anchor, rewards.by_ref().take(n).collect())
+                } else {
+                    (Stream::WorldModel, scores.by_ref().take(n).collect())
+                }
+            })
+            .collect()
+    }
+
+    /// Appends `other`'s groups after this round's.
+    fn extend(&mut self, other: Round<Q, R>) {
+        self.plan.prompts.extend(other.plan.prompts);
+        self.plan.tasks.extend(other.plan.tasks);
+        self.plan.plan.is_anchor.extend(other.plan.plan.is_anchor);
+        self.plan
+            .plan
+            .inclusion_probability
+            .extend(other.plan.plan.inclusion_probability);
+        self.executed.episodes.extend(other.executed.episodes);
+        self.executed.failures += other.executed.failures;
+        if let (Some(mine), Some(theirs)) = (&mut self.anchor_scores, other.anchor_scores) {
+            mine.extend(theirs);
+        }
+        self.imagined.extend(other.imagined);
+    }
+}
+
+/// Phase 2 for one round: executes the anchor groups, scores them
+/// (imagining their twins first with [`crate::AnchorScoring::Twin`]) and
+/// imagines the world-model groups.
+pub fn run_round<A, P, W, E>(
+    plan: StepPlan<A::Prompt>,
+    policy: &mut P,
+    world_model: &mut W,
+    executor: &mut E,
+) -> Result<Round<A::Prompt, A::Rollout>>
+where
+    A: Adapter,
+    P: Policy<A>,
+    W: WorldModel<A, P>,
+    E: AnchorExecutor<A, P>,
+{
     let anchor_requests = plan.requests(true);
     let executed = execute_anchors::<A, P, E>(
         executor,
@@ -521,5 +610,110 @@ where
     };
     drop(anchor_requests);
     drop(wm_requests);
-    finish_step::<A, P>(core, policy, plan, executed, anchor_scores, imagined)
+    Ok(Round {
+        plan,
+        executed,
+        anchor_scores,
+        imagined,
+        sampling: SamplingCounts::default(),
+    })
+}
+
+/// Dynamic sampling ([`crate::sampling`]): while the step holds fewer than
+/// `groups` informative groups and the cap of extra rollouts allows, runs a
+/// round of refill groups, one per uninformative group of the last round,
+/// of the same stream, on new prompts; returns the rounds merged, with the
+/// counts. Without dynamic sampling it returns `round` with its counts.
+pub fn refill<A, P, W, E>(
+    core: &Core,
+    adapter: &mut A,
+    policy: &mut P,
+    world_model: &mut W,
+    executor: &mut E,
+    mut round: Round<A::Prompt, A::Rollout>,
+) -> Result<Round<A::Prompt, A::Rollout>>
+where
+    A: Adapter,
+    P: Policy<A>,
+    W: WorldModel<A, P>,
+    E: AnchorExecutor<A, P>,
+{
+    let config = round.plan.config;
+    let debias = config.mode.debiases();
+    let calibrate = |s: f64| {
+        if debias {
+            core.calibrator().predict(s)
+        } else {
+            s
+        }
+    };
+    let mut counts = SamplingCounts::default();
+    let mut last: Vec<(usize, Stream)> = Vec::new();
+    for (g, (stream, values)) in round.group_values(&calibrate).into_iter().enumerate() {
+        if is_informative(&values) {
+            counts.informative += 1;
+        } else {
+            counts.drop(stream);
+            last.push((g, stream));
+        }
+    }
+    let cap = config.dynamic_sampling.max_extra_groups(config.group_size);
+    let mut extra = 0;
+    while counts.informative < config.groups && extra < cap && !last.is_empty() {
+        let wanted = (config.groups - counts.informative)
+            .min(cap - extra)
+            .min(last.len());
+        let offset = round.plan.prompts.len();
+        let _span = tracing::info_span!("refill", groups = wanted).entered();
+        let prompts: Vec<A::Prompt> = adapter
+            .prompts(round.plan.step, offset + wanted)
+            .map_err(|e| Error::component(Component::Adapter, e))?
+            .into_iter()
+            .skip(offset)
+            .collect();
+        if prompts.len() != wanted {
+            return Err(Error::Contract {
+                component: Component::Adapter,
+                expected: offset + wanted,
+                got: offset + prompts.len(),
+            });
+        }
+        let streams = &last[..wanted];
+        let plan = StepPlan {
+            step: round.plan.step,
+            config,
+            tasks: prompts.iter().map(|p| adapter.task(p)).collect(),
+            prompts,
+            plan: AnchorPlan {
+                is_anchor: streams.iter().map(|(_, s)| *s == Stream::Anchor).collect(),
+                inclusion_probability: streams
+                    .iter()
+                    .map(|&(g, _)| round.plan.plan.inclusion_probability[g])
+                    .collect(),
+            },
+            group_offset: offset,
+        };
+        let refilled = run_round::<A, P, W, E>(plan, policy, world_model, executor)?;
+        extra += wanted;
+        last.clear();
+        for (g, (stream, values)) in refilled.group_values(&calibrate).into_iter().enumerate() {
+            counts.refill(stream);
+            if is_informative(&values) {
+                counts.informative += 1;
+            } else {
+                counts.drop(stream);
+                last.push((offset + g, stream));
+            }
+        }
+        round.extend(refilled);
+    }
+    if counts.informative < config.groups && config.dynamic_sampling.enabled {
+        tracing::debug!(
+            informative = counts.informative,
+            groups = config.groups,
+            "dynamic sampling: cap of extra rollouts reached"
+        );
+    }
+    round.sampling = counts;
+    Ok(round)
 }

@@ -34,6 +34,7 @@ pub mod fuse;
 pub mod isotonic;
 pub mod mode;
 pub mod rng;
+pub mod sampling;
 pub mod schedule;
 pub mod seams;
 
@@ -47,4 +48,5 @@ pub use error::{Component, Error, Result};
 pub use fuse::{Core, GroupInput, SampleOut, StepOutput};
 pub use isotonic::IsotonicFit;
 pub use mode::Mode;
+pub use sampling::{DynamicSampling, SamplingCounts};
 pub use schedule::{AnchorPlan, TaskId};

@@ -52,6 +52,8 @@ struct Executor {
     fail_first_attempt_of_sample: Option<usize>,
     always_fail: bool,
     drop_one: bool,
+    /// Episodes of this prompt all get reward 0 (an uninformative group).
+    flat_prompt: Option<u32>,
 }
 impl<P> AnchorExecutor<Domain, P> for Executor {
     type Error = Boom;
@@ -73,7 +75,11 @@ impl<P> AnchorExecutor<Domain, P> for Executor {
                 } else {
                     Execution::Completed {
                         rollout: (*e.prompt, e.sample, e.seed),
-                        reward: (e.sample % 2) as f64,
+                        reward: if Some(*e.prompt) == self.flat_prompt {
+                            0.0
+                        } else {
+                            (e.sample % 2) as f64
+                        },
                     }
                 }
             })
@@ -95,6 +101,8 @@ struct Model {
     /// (prompt, seed) of every imagined episode, and how many episodes the
     /// model had observed when it imagined them.
     imagined_requests: Vec<(u32, u64, usize)>,
+    /// Imagined episodes of this prompt all score 0.5.
+    flat_prompt: Option<u32>,
 }
 impl<P> WorldModel<Domain, P> for Model {
     type Error = Boom;
@@ -111,7 +119,11 @@ impl<P> WorldModel<Domain, P> for Model {
             .iter()
             .map(|e| Imagined {
                 rollout: (*e.prompt, e.sample, e.seed),
-                score: 0.1 * e.sample as f64 + self.imagine_bias,
+                score: if Some(*e.prompt) == self.flat_prompt {
+                    0.5
+                } else {
+                    0.1 * e.sample as f64 + self.imagine_bias
+                },
             })
             .collect())
     }
@@ -299,4 +311,112 @@ fn exhausted_episodes_and_broken_contracts_stop_the_step() {
         err,
         "the anchor executor returned 79 results for 80 requests"
     );
+}
+
+/// Dynamic sampling replaces each group whose values are all equal with a
+/// group on a new prompt, of the same stream, until the step holds `groups`
+/// informative groups or the cap of extra rollouts is spent; the dropped
+/// groups stay in the batch (with zero advantages), and every episode run
+/// counts as an execution.
+#[test]
+fn dynamic_sampling_drops_and_refills_uninformative_groups() {
+    use wmrl_core::DynamicSampling;
+    // Prompts are g % 3, and prompt 0's groups are uninformative: groups 0
+    // and 3 of the six planned; the refills get prompts 0, 1, 2 in turn.
+    let run = |mode: Mode, cap_groups: usize| {
+        let mut core = Core::new(CoreConfig {
+            mode,
+            groups: 6,
+            group_size: 4,
+            dynamic_sampling: DynamicSampling {
+                enabled: true,
+                max_extra_rollouts: cap_groups * 4,
+            },
+            ..CoreConfig::default()
+        })
+        .unwrap();
+        let mut learner = Learner::default();
+        let mut wm = Model {
+            flat_prompt: Some(0),
+            ..Model::default()
+        };
+        let mut ex = Executor {
+            flat_prompt: Some(0),
+            ..Executor::default()
+        };
+        let report =
+            wmrl_core::step(&mut core, &mut Domain, &mut learner, &mut wm, &mut ex).unwrap();
+        (report, learner.batches.pop().unwrap())
+    };
+    // Cap of two groups: refills on prompts 0 (uninformative again) and 1.
+    let (report, batch) = run(Mode::Real, 2);
+    let counts = report.sampling;
+    assert_eq!(
+        (
+            counts.dropped_anchor,
+            counts.refilled_anchor,
+            counts.informative
+        ),
+        (3, 2, 5)
+    );
+    assert_eq!(report.executions, 8 * 4, "dropped groups' episodes count");
+    assert_eq!(batch.prompts, vec![0, 1, 2, 0, 1, 2, 0, 1]);
+    assert_eq!(batch.samples.len(), 32);
+    for s in &batch.samples {
+        assert_eq!(s.rollout.0, batch.prompts[s.signal.group]);
+        let flat = batch.prompts[s.signal.group] == 0;
+        assert_eq!(s.signal.advantage == 0.0, flat, "group {}", s.signal.group);
+    }
+    let mut seeds: Vec<u64> = batch.samples.iter().map(|s| s.rollout.2).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    assert_eq!(seeds.len(), 32, "refill episodes get fresh seeds");
+    // A larger cap fills the step: a third refill round (prompt 2).
+    let (report, batch) = run(Mode::Real, 5);
+    let counts = report.sampling;
+    assert_eq!(
+        (
+            counts.dropped_anchor,
+            counts.refilled_anchor,
+            counts.informative
+        ),
+        (3, 3, 6)
+    );
+    assert_eq!((report.executions, batch.prompts.len()), (9 * 4, 9));
+    // Imagined groups are judged on their scores and refilled imagined.
+    let (report, batch) = run(Mode::WmOnly, 2);
+    let counts = report.sampling;
+    assert_eq!(
+        (
+            counts.dropped_world_model,
+            counts.refilled_world_model,
+            counts.dropped_anchor,
+            counts.informative
+        ),
+        (3, 2, 0, 5)
+    );
+    assert_eq!((report.executions, report.imagined), (0, 8 * 4));
+    assert_eq!(batch.prompts.len(), 8);
+    // Off: nothing is refilled, the uninformative groups are only counted.
+    let mut core = core(Mode::Real);
+    let mut ex = Executor {
+        flat_prompt: Some(0),
+        ..Executor::default()
+    };
+    let report = wmrl_core::step(
+        &mut core,
+        &mut Domain,
+        &mut Learner::default(),
+        &mut Model::default(),
+        &mut ex,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            report.sampling.dropped_anchor,
+            report.sampling.refilled_anchor
+        ),
+        (7, 0)
+    );
+    assert_eq!(report.executions, 20 * 4);
 }

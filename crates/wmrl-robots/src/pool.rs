@@ -23,6 +23,7 @@ use zenoh::{Session, Wait};
 
 use wmrl_core::seams::{AnchorExecutor, EpisodeRequest, Execution};
 use wmrl_vla::PolicyInput;
+use wmrl_vla::inference::ActionChunk;
 use wmrl_vla::rollout::{ClosedLoopActor, EpisodeRecord, TaskPrompt, VlaAdapter};
 
 use crate::protocol::{
@@ -494,7 +495,12 @@ impl ZenohExecutorPool {
                     actions,
                 }),
             ));
-            run.record.chunks.push(chunk);
+            // The robot runs the first `execute` actions (fewer only when
+            // the episode ends mid-chunk).
+            run.record.chunks.push(ActionChunk {
+                executed: execute,
+                ..chunk
+            });
             run.heard = Instant::now();
         }
         for (key, message) in messages {

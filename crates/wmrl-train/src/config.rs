@@ -21,6 +21,14 @@ pub struct ExecutorSettings {
     /// (evaluation is greedy). The learner optimises softmax(logits / T), the
     /// policy that sampled them, so its ratios are exact at any T.
     pub temperature: f64,
+    /// Actions of each chunk executed before the policy re-plans, in
+    /// training rollouts (anchors and branched prefixes), as `wmrl eval
+    /// --execute-steps` does; 1..=chunk length (default: the whole chunk).
+    /// The learner's loss covers the executed actions' tokens only.
+    pub execute_steps: Option<usize>,
+    /// The same for evaluation during training (default: `execute_steps`,
+    /// so that the policy evaluated is the policy trained).
+    pub eval_execute_steps: Option<usize>,
 }
 
 impl Default for ExecutorSettings {
@@ -29,7 +37,39 @@ impl Default for ExecutorSettings {
             envs: 16,
             max_steps: 520,
             temperature: 1.0,
+            execute_steps: None,
+            eval_execute_steps: None,
         }
+    }
+}
+
+impl ExecutorSettings {
+    /// The re-planning stride of evaluation: `eval_execute_steps`, else `execute_steps`.
+    pub fn eval_stride(&self) -> Option<usize> {
+        self.eval_execute_steps.or(self.execute_steps)
+    }
+
+    /// Checks both strides against the policy's chunk length (`None`: not
+    /// known yet, only 0 is refused); the error names the field.
+    pub fn check_strides(&self, chunk_len: Option<usize>) -> Result<()> {
+        for (field, value) in [
+            ("executor.execute_steps", self.execute_steps),
+            ("executor.eval_execute_steps", self.eval_execute_steps),
+        ] {
+            let Some(k) = value else { continue };
+            let expected = match chunk_len {
+                Some(len) if !(1..=len).contains(&k) => {
+                    format!("1..={len} (the policy's chunk length)")
+                }
+                None if k == 0 => "at least 1 (the actions executed per chunk)".to_string(),
+                _ => continue,
+            };
+            return Err(Error::Config {
+                origin: format!("field `{field}`"),
+                message: format!("expected {expected}, found {k}"),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -127,6 +167,8 @@ impl TrainConfig {
         if self.executor.envs == 0 || self.executor.max_steps == 0 {
             return bad("executor", "envs and max_steps must be at least 1".into());
         }
+        // The upper bound (the chunk length) is checked when the policy loads.
+        self.executor.check_strides(None)?;
         if self.checkpoint_keep == 0 {
             return bad(
                 "checkpoint_keep",
@@ -290,6 +332,32 @@ mod tests {
     }
 
     #[test]
+    fn strides_are_checked_with_the_field_named() {
+        let parse = |set: &str| TrainConfig::parse("", "run.toml", false, &[set.into()]);
+        let err = parse("executor.execute_steps=0").unwrap_err().to_string();
+        assert!(
+            err.contains("executor.execute_steps") && err.contains("found 0"),
+            "{err}"
+        );
+        let err = parse("executor.eval_execute_steps=0")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("executor.eval_execute_steps"), "{err}");
+        let c = parse("executor.execute_steps=2").unwrap();
+        assert_eq!(
+            c.executor.eval_stride(),
+            Some(2),
+            "evaluation follows training"
+        );
+        let err = c.executor.check_strides(Some(1)).unwrap_err().to_string();
+        assert!(
+            err.contains("executor.execute_steps") && err.contains("1..=1"),
+            "{err}"
+        );
+        assert!(c.executor.check_strides(Some(8)).is_ok());
+    }
+
+    #[test]
     fn unknown_keys_name_the_key_and_overrides_apply() {
         let c = TrainConfig::parse(
             "iterations = 3\n[core]\nmode = \"ppi\"\n[grpo]\nlr = 1e-4\n",
@@ -300,7 +368,7 @@ mod tests {
         .unwrap();
         assert_eq!((c.iterations, c.executor.envs), (3, 2));
         assert_eq!(c.core.mode, wmrl_core::Mode::Ppi);
-        assert_eq!((c.grpo.lr, c.grpo.clip_eps), (1e-4, 0.2));
+        assert_eq!((c.grpo.lr, c.grpo.clip_bounds()), (1e-4, (0.2, 0.28)));
         let err = TrainConfig::parse("iteratons = 3\n", "t.toml", false, &[])
             .unwrap_err()
             .to_string();

@@ -3,8 +3,8 @@
 //! policy, while the world model imagines the other groups on the calling
 //! thread; then the anchors are scored, the core fuses and the learner
 //! steps. The phases, seeds and data are those of [`wmrl_core::step`]
-//! (built from the same public phases), so the result is the same; only the
-//! wall-clock differs.
+//! (built from the same public phases, dynamic sampling's refill rounds
+//! included), so the result is the same; only the wall-clock differs.
 //!
 //! Learning is not overlapped with execution: the next iteration's anchors
 //! need the policy after this iteration's update (GRPO is on-policy).
@@ -89,12 +89,23 @@ pub fn overlapped_step(
     )?;
     drop(anchor_requests);
     drop(wm_requests);
-    Ok(driver::finish_step::<VlaAdapter, Learner>(
-        core,
-        learner,
+    let round = driver::Round {
         plan,
         executed,
         anchor_scores,
-        imagined.groups,
+        imagined: imagined.groups,
+        sampling: Default::default(),
+    };
+    // Refill rounds (dynamic sampling) are rare and short: not overlapped.
+    let round = driver::refill::<VlaAdapter, Learner, _, _>(
+        core,
+        adapter,
+        learner,
+        world_model,
+        executor,
+        round,
+    )?;
+    Ok(driver::finish_step::<VlaAdapter, Learner>(
+        core, learner, round,
     )?)
 }

@@ -309,6 +309,7 @@ impl VlaTrainer {
     ) -> Result<Self> {
         let encoder = policy.try_clone()?;
         let x = &config.executor;
+        x.check_strides(Some(policy.config().action.chunk_len as usize))?;
         model.imagine_config_mut().horizon_steps = config.imagine_steps.unwrap_or(x.max_steps);
         model.imagine_config_mut().temperature = x.temperature;
         let train_options = anchor_sim_options(&config);
@@ -327,7 +328,10 @@ impl VlaTrainer {
         }
         let learner = VlaLearner::new(policy, config.grpo.clone())?
             .with_sampling_temperature(x.temperature)?;
-        let mut eval_options = SimExecutorOptions::default();
+        let mut eval_options = SimExecutorOptions {
+            execute_steps: x.eval_stride(),
+            ..Default::default()
+        };
         eval_options.env.max_steps = x.max_steps;
         let adapter = sim::libero_adapter(&config.tasks, config.core.seed)?;
         let eval_prompts = adapter
@@ -666,6 +670,7 @@ impl VlaTrainer {
 fn anchor_sim_options(config: &TrainConfig) -> SimExecutorOptions {
     let mut options = SimExecutorOptions {
         temperature: config.executor.temperature,
+        execute_steps: config.executor.execute_steps,
         record_observations: true,
         ..Default::default()
     };

@@ -117,7 +117,8 @@ impl ActionDistribution {
 
     /// Tokens chosen by `decoding` from `logits`, drawing each sampled token
     /// with its given uniform (`[B, C, D]`), and their log-probabilities under
-    /// [`Self::for_decoding`]: what a reproducible rollout records.
+    /// [`Self::for_decoding`], per token (`[B, C, D]`): what a reproducible
+    /// rollout records.
     pub fn decode_with_uniforms(
         logits: &Tensor,
         decoding: Decoding,
@@ -130,7 +131,7 @@ impl ActionDistribution {
             }
             _ => logits.argmax(-1, false),
         };
-        let log_probs = dist.log_prob(&tokens);
+        let log_probs = dist.token_log_probs(&tokens);
         (tokens, log_probs)
     }
 

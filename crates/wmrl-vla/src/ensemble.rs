@@ -89,6 +89,8 @@ mod tests {
             chunk_len: values.len(),
             action_dim: 2,
             log_prob: 0.0,
+            token_log_probs: Vec::new(),
+            executed: values.len(),
         }
     }
 

@@ -32,11 +32,33 @@ pub struct ActionChunk {
     pub chunk_len: usize,
     /// Values per action.
     pub action_dim: usize,
-    /// `log π(tokens | observation)` at temperature 1.
+    /// `log π(tokens | observation)` under the distribution the tokens were
+    /// drawn from (softmax(logits / T) when sampled at T, else T = 1): the
+    /// sum of `token_log_probs`.
     pub log_prob: f32,
+    /// Each token's log-probability, row-major `[chunk_len, action_dim]`
+    /// (empty when not recorded: then only `log_prob` is known).
+    pub token_log_probs: Vec<f32>,
+    /// Actions of the chunk that were executed (or imagined) before the
+    /// policy re-planned or the episode ended: `chunk_len` unless the
+    /// executor re-plans every k steps or the episode stopped mid-chunk.
+    /// The learner's loss covers these actions' tokens only.
+    pub executed: usize,
 }
 
 impl ActionChunk {
+    /// The log-probability of the executed actions' tokens (the first
+    /// `executed × action_dim`); `log_prob` when every action was executed
+    /// or per-token values were not recorded.
+    pub fn executed_log_prob(&self) -> f32 {
+        let n = self.executed.min(self.chunk_len) * self.action_dim;
+        if self.executed >= self.chunk_len || self.token_log_probs.len() < n {
+            self.log_prob
+        } else {
+            self.token_log_probs[..n].iter().sum()
+        }
+    }
+
     /// The action of control step `step` of the chunk.
     pub fn action(&self, step: usize) -> &[f32] {
         &self.actions[step * self.action_dim..(step + 1) * self.action_dim]
@@ -117,7 +139,8 @@ impl VlaPolicy {
         let _guard = tch::no_grad_guard();
         let logits = self.logits(&agent, &wrist, &proprio, &ids);
         let tokens = ActionDistribution::decode(&logits, decoding);
-        let log_probs = ActionDistribution::for_decoding(&logits, decoding).log_prob(&tokens);
+        let log_probs =
+            ActionDistribution::for_decoding(&logits, decoding).token_log_probs(&tokens);
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 
@@ -160,8 +183,14 @@ impl VlaPolicy {
         Ok(self.chunks_from_tokens(&tokens, &log_probs))
     }
 
-    /// Turns tokens `[B, C, D]` and log-probabilities `[B]` into chunks.
-    pub fn chunks_from_tokens(&self, tokens: &Tensor, log_probs: &Tensor) -> Vec<ActionChunk> {
+    /// Turns tokens `[B, C, D]` and their per-token log-probabilities
+    /// `[B, C, D]` into chunks (every action counted as executed until an
+    /// executor says otherwise).
+    pub fn chunks_from_tokens(
+        &self,
+        tokens: &Tensor,
+        token_log_probs: &Tensor,
+    ) -> Vec<ActionChunk> {
         let action = &self.config().action;
         let (chunk_len, action_dim) = (action.chunk_len as usize, action.action_dim as usize);
         let per = chunk_len * action_dim;
@@ -172,16 +201,23 @@ impl VlaPolicy {
                 .flatten(0, -1),
         )
         .expect("tokens convert to i64");
-        let lps: Vec<f32> = Vec::try_from(log_probs.to_device(Device::Cpu).to_kind(Kind::Float))
-            .expect("log-probs convert to f32");
+        let lps: Vec<f32> = Vec::try_from(
+            token_log_probs
+                .to_device(Device::Cpu)
+                .to_kind(Kind::Float)
+                .flatten(0, -1),
+        )
+        .expect("log-probs convert to f32");
         flat.chunks(per)
-            .zip(lps)
-            .map(|(tokens, log_prob)| ActionChunk {
+            .zip(lps.chunks(per))
+            .map(|(tokens, token_log_probs)| ActionChunk {
                 tokens: tokens.to_vec(),
                 actions: action.binning.decode_all(tokens),
                 chunk_len,
                 action_dim,
-                log_prob,
+                log_prob: token_log_probs.iter().sum(),
+                token_log_probs: token_log_probs.to_vec(),
+                executed: chunk_len,
             })
             .collect()
     }

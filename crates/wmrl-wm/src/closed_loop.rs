@@ -243,9 +243,17 @@ pub(crate) fn dream_wave(
                 .flatten(0, -1),
         )
         .map_err(Error::torch("reading tokens"))?;
-        let log_probs: Vec<f32> =
-            Vec::try_from(log_probs.to_device(Device::Cpu).to_kind(Kind::Float))
-                .map_err(Error::torch("reading log-probabilities"))?;
+        let token_log_probs: Vec<f32> = Vec::try_from(
+            log_probs
+                .to_device(Device::Cpu)
+                .to_kind(Kind::Float)
+                .flatten(0, -1),
+        )
+        .map_err(Error::torch("reading log-probabilities"))?;
+        let log_probs: Vec<f32> = token_log_probs
+            .chunks(per)
+            .map(|row| row.iter().sum())
+            .collect();
         chunks_computed += live.len() as u64;
         for (i, &d) in live.iter().enumerate() {
             let dream = &mut dreams[d];
@@ -264,6 +272,9 @@ pub(crate) fn dream_wave(
                 chunk_len: chunk_len as usize,
                 action_dim: action_dim as usize,
                 log_prob: log_probs[i],
+                token_log_probs: token_log_probs[i * per..(i + 1) * per].to_vec(),
+                // The dynamics step whole chunks.
+                executed: chunk_len as usize,
             });
             dream.record.steps += chunk_len as usize;
             dream.score = dream.score.max(prob[i]);

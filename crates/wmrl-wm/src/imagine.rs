@@ -473,13 +473,16 @@ impl VlaWorldModel {
                 obs[last].proprio.clone(),
             ));
         }
-        // Imagine from the real state after k chunks where the prefix is still running.
+        // Imagine from the real state after k chunks' worth of control steps
+        // where the prefix is still running (an executor that re-plans every
+        // few actions records more, shorter chunks over the same steps).
         let mut scores: Vec<f64> = records
             .iter()
             .map(|r| if r.success { 1.0 } else { 0.0 })
             .collect();
+        let prefix_steps = k * policy.config().action.chunk_len as usize;
         let running: Vec<usize> = (0..records.len())
-            .filter(|&i| !records[i].success && records[i].chunks.len() == k)
+            .filter(|&i| !records[i].success && records[i].steps == prefix_steps)
             .collect();
         let starts: Vec<ImagineStart<'_>> = running
             .iter()

@@ -425,6 +425,8 @@ impl PrefixExecutor for ScriptedPrefixes {
                     chunk_len,
                     action_dim: 7,
                     log_prob: -3.0,
+                    token_log_probs: Vec::new(),
+                    executed: chunk_len,
                 };
                 let mut starts = FlatStarts;
                 let obs = starts.start(r.prompt.task_index, state).unwrap();

@@ -143,6 +143,8 @@ impl ClosedLoopActor for ConstantActor {
                 chunk_len: self.chunk_len,
                 action_dim: 7,
                 log_prob: 0.0,
+                token_log_probs: Vec::new(),
+                executed: self.chunk_len,
             })
             .collect())
     }

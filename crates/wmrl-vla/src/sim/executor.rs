@@ -172,13 +172,12 @@ impl SimExecutor {
             for ((_, run, _), rng) in active.iter_mut().zip(rngs) {
                 run.rng = rng;
             }
-            active
-                .par_iter_mut()
-                .zip(chunks.into_par_iter())
-                .for_each(|((env, run, _), chunk)| {
+            active.par_iter_mut().zip(chunks.into_par_iter()).for_each(
+                |((env, run, _), mut chunk)| {
                     if let Some(ensemble) = run.ensemble.as_mut() {
                         ensemble.push(run.record.steps, chunk.clone());
                     }
+                    chunk.executed = 0;
                     for step in 0..execute {
                         let ensembled = run
                             .ensemble
@@ -191,6 +190,7 @@ impl SimExecutor {
                             .expect("checked action dimension");
                         let outcome = env.step(&action);
                         run.record.steps += 1;
+                        chunk.executed += 1;
                         if record_every > 0 && run.record.steps % record_every == 0 {
                             run.record
                                 .frames
@@ -213,7 +213,8 @@ impl SimExecutor {
                             proprio: run.proprio.clone(),
                         });
                     }
-                });
+                },
+            );
         }
         Ok(running
             .into_iter()
