@@ -312,6 +312,21 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
             e.env_steps
         );
     }
+    let states = trainer.config().eval_states;
+    let gain = last.success - first.success;
+    let se = first
+        .standard_error(states)
+        .hypot(last.standard_error(states));
+    println!(
+        "what this shows: {:+.1} points over the SFT policy, {:.1} standard errors of the difference          (binomial, {states} states each): {}",
+        100.0 * gain,
+        gain / se.max(1e-9),
+        if gain > 2.0 * se {
+            "post-training improved the policy beyond evaluation noise"
+        } else {
+            "within evaluation noise on this run (one seed; see docs/results/ for several)"
+        }
+    );
     let imagined = if trainer.config().imagine_prefix_chunks > 0 {
         format!(
             "imagined episodes {} (each after {} executed chunks: {} of the real steps)",
