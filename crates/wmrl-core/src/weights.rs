@@ -38,9 +38,10 @@
 //!
 //! **Std-scaled advantages**, Aᵢ = (yᵢ − ȳ)/σ_y (the default, the VLA's):
 //! every group's advantages have unit root mean square, so
-//! Var ĝₛ ≈ Φ / Nₛ in both streams, and (y − ȳ)/σ_y ≈ (β σ_r/σ_y)(r − r̄)/σ_r
-//! + η/σ_y with β σ_r/σ_y = ρ: E ĝ_W ≈ ρ ḡ, where ḡ = E ĝ_A is the
-//! std-scaled GRPO gradient the anchors estimate.
+//! Var ĝₛ ≈ Φ / Nₛ in both streams, and
+//! (y − ȳ)/σ_y ≈ (β σ_r/σ_y)(r − r̄)/σ_r + η/σ_y with β σ_r/σ_y = ρ:
+//! E ĝ_W ≈ ρ ḡ, where ḡ = E ĝ_A is the std-scaled GRPO gradient the
+//! anchors estimate.
 //!
 //! # The least-error weights (`weights = "mse"`)
 //! Among fusions whose expectation is the anchors', u_A + β u_W = 1 (the
