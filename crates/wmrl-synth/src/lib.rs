@@ -16,6 +16,7 @@
 //! driver as the VLA and AutoResearch trainers.
 
 pub mod bench;
+pub mod fusion_bench;
 pub mod policy;
 pub mod report;
 pub mod runner;
