@@ -21,6 +21,7 @@ pub mod policy;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod sweep;
 pub mod world;
 
 pub use runner::{BenchmarkResult, ModeSummary, RunResult, StepRecord, benchmark, run};
