@@ -32,10 +32,14 @@ pub enum BenchTarget {
     /// Post-training: seconds per iteration with anchor execution overlapping
     /// imagination versus sequential, interleaved iteration by iteration.
     Train(TrainBenchArgs),
-    /// Stream fusion: cosine of each stream's policy gradient, and of their
-    /// fusion at every world-model weight, with a real-execution reference
-    /// gradient, at one fixed policy.
+    /// Stream fusion on the VLA: error and cosine of each stream's policy
+    /// gradient, and of their fusion at every world-model weight, against a
+    /// real-execution reference (its own noise subtracted), at one fixed policy.
     Gradient(GradientBenchArgs),
+    /// Stream fusion on the synthetic benchmark against the exact gradient:
+    /// error and cosine over a grid of world-model weights and PPI λ, each
+    /// stream alone, and the core's rules (a table, or JSON with --json).
+    Fusion(FusionBenchArgs),
 }
 
 pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
@@ -62,6 +66,14 @@ pub fn run(global: &GlobalArgs, args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchTarget::Gradient(args) => {
             results.insert("gradient".into(), bench_gradient(global, &args)?);
+        }
+        BenchTarget::Fusion(args) => {
+            let report = wmrl_synth::fusion_bench::bench_fusion(&args.options())?;
+            if !global.json {
+                print!("{}", wmrl_synth::fusion_bench::table(&report));
+                return Ok(());
+            }
+            results.insert("fusion".into(), serde_json::to_value(report)?);
         }
         BenchTarget::Policy(args) => {
             results.insert("policy".into(), bench_policy(global, &args)?);
@@ -184,6 +196,39 @@ fn bench_core(args: &CoreBenchArgs) -> anyhow::Result<serde_json::Value> {
         .into(),
     );
     Ok(value)
+}
+
+/// Arguments of `wmrl bench fusion` (crates/wmrl-synth/src/fusion_bench.rs).
+#[derive(Debug, Args)]
+pub struct FusionBenchArgs {
+    /// Synthetic presets, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "paper,binary,debias,denoise"
+    )]
+    pub scenarios: Vec<String>,
+    /// Measured steps per scenario and scaling.
+    #[arg(long, default_value_t = 400)]
+    pub draws: usize,
+    /// Steps of mode `real` from the uniform policy to the probed one.
+    #[arg(long, default_value_t = 20)]
+    pub policy_steps: u64,
+    /// World seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl FusionBenchArgs {
+    fn options(&self) -> wmrl_synth::fusion_bench::FusionBenchOptions {
+        wmrl_synth::fusion_bench::FusionBenchOptions {
+            scenarios: self.scenarios.clone(),
+            draws: self.draws,
+            policy_steps: self.policy_steps,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
 }
 
 /// Arguments of `wmrl bench robots`.
@@ -523,18 +568,12 @@ pub struct GradientBenchArgs {
     pub out: std::path::PathBuf,
 }
 
-/// Mean and standard error of the mean (of at least one value).
-fn mean_se(values: &[f64]) -> (f64, f64) {
-    let m = wmrl_report::MeanSe::of(values).expect("at least one value");
-    (m.mean, m.se)
-}
-
 fn bench_gradient(
     global: &GlobalArgs,
     args: &GradientBenchArgs,
 ) -> anyhow::Result<serde_json::Value> {
     use wmrl_core::Mode;
-    use wmrl_train::gradient::{ReferenceGradient, StreamProducts};
+    use wmrl_train::gradient::{ReferenceGradient, StreamProducts, summarise};
 
     for mode in &args.modes {
         if !matches!(mode, Mode::Wmrl | Mode::WmrlNoDebias | Mode::WmrlNoDenoise) {
@@ -609,7 +648,7 @@ fn bench_gradient(
             match (&m.anchor, &m.world_model) {
                 (Some(a), Some(b)) => {
                     products.push(StreamProducts::new(a, b, &reference_mean));
-                    core_w.push(m.weights.world_model);
+                    core_w.push(m.weights.world_model_share());
                     count_w.push(m.count_weight());
                 }
                 // A stream with no rollouts, or weight 0, this step.
@@ -623,58 +662,11 @@ fn bench_gradient(
                 args.steps
             );
         }
-        let cosines = |w: &dyn Fn(usize) -> f64| -> Vec<f64> {
-            products
-                .iter()
-                .enumerate()
-                .map(|(i, p)| p.cosine_at(w(i)))
-                .collect()
-        };
-        let core = cosines(&|i| core_w[i]);
-        // Second moments relative to the anchor stream's alone (w = 0).
-        let anchor_second_moment = mean_se(
-            &products
-                .iter()
-                .map(|p| p.squared_norm_at(0.0))
-                .collect::<Vec<_>>(),
-        )
-        .0;
-        let row = |label: String, w: &dyn Fn(usize) -> f64| {
-            let values = cosines(w);
-            let (mean, se) = mean_se(&values);
-            let gain: Vec<f64> = values.iter().zip(&core).map(|(v, c)| v - c).collect();
-            let (gain_mean, gain_se) = mean_se(&gain);
-            let second_moment: Vec<f64> = products
-                .iter()
-                .enumerate()
-                .map(|(i, p)| p.squared_norm_at(w(i)))
-                .collect();
-            let weights: Vec<f64> = (0..products.len()).map(w).collect();
-            serde_json::json!({
-                "estimator": label,
-                "world_model_weight": mean_se(&weights).0,
-                "cosine": mean,
-                "cosine_se": se,
-                "minus_core": gain_mean,
-                "minus_core_se": gain_se,
-                "second_moment_vs_anchor": mean_se(&second_moment).0 / anchor_second_moment,
-            })
-        };
-        let mut rows = vec![
-            row("core (inverse variance)".into(), &|i| core_w[i]),
-            row("count weights".into(), &|i| count_w[i]),
-        ];
-        for &w in &args.weights {
-            rows.push(row(format!("w = {w}"), &|_| w));
-        }
-        modes.push(serde_json::json!({
-            "mode": mode.name(),
-            "steps": products.len(),
-            "skipped_steps": skipped,
-            "core_world_model_weight": mean_se(&core_w).0,
-            "count_world_model_weight": mean_se(&count_w).0,
-            "estimators": rows,
-        }));
+        let summary = summarise(&products, &core_w, &count_w, &args.weights, &reference);
+        let mut value = serde_json::to_value(summary)?;
+        value["mode"] = serde_json::Value::String(mode.name().into());
+        value["skipped_steps"] = serde_json::json!(skipped);
+        modes.push(value);
     }
     bar.finish_and_clear();
     Ok(serde_json::json!({

@@ -372,7 +372,17 @@ fn world_model_stream_line(metrics: &Path) -> anyhow::Result<Option<String>> {
             .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
-    let weight = mean("/core/diagnostics/stream_weights/world_model");
+    // The world model's share u_W / (u_A + u_W): with the least-error rule
+    // the two weights need not sum to one.
+    let shares: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| {
+            let w = row.pointer("/core/diagnostics/stream_weights")?;
+            let (a, m) = (w["anchor"].as_f64()?, w["world_model"].as_f64()?);
+            (a + m > 0.0).then(|| m / (a + m))
+        })
+        .collect();
+    let weight = (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64);
     let correlation = mean("/core/diagnostics/reward_correlation");
     let twins = rows
         .iter()
@@ -385,7 +395,8 @@ fn world_model_stream_line(metrics: &Path) -> anyhow::Result<Option<String>> {
         };
         let rho = correlation.map_or("not measured yet".into(), |c| format!("{c:+.2}"));
         format!(
-            "world-model stream: {:.1}% of the gradient weight on average; world-model vs real \
+            "world-model stream: {:.1}% of the gradient weight on average (its share of the two \
+             streams' weights); world-model vs real \
              reward correlation within groups {rho} ({paired}; a world-model sample is worth \
              ρ² of an anchor)",
             100.0 * w

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::denoise::StreamWeights;
 use crate::mode::Mode;
+use crate::weights::StreamWeights;
 
 /// What one step of the core computed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,9 @@
 //!
 //! 1. validates every value (NaN or ±∞ is an error naming stream, group and sample);
 //! 2. adds the anchor pairs (ŝ, r) to the online calibrator and refits f̂;
-//! 3. cross-fits the residual noise σ²_ξ ([`crate::denoise`]);
+//! 3. cross-fits the agreement of world-model rewards with real ones on the
+//!    anchor window ([`crate::denoise`]) and sets the stream weights or PPI's
+//!    λ from it ([`crate::weights`], which derives them);
 //! 4. sets each sample's reward: r for anchors; f̂(ŝ) (debiasing modes) or
 //!    ŝ for world-model samples;
 //! 5. computes group-relative advantages ([`crate::advantage`]);
@@ -17,11 +19,14 @@
 //!    of a step sum to w_A + w_W.
 //!
 //! Modes: `real` (w = (1, 0)), `wm-only` (w = (0, 1), raw ŝ), `wmrl`
-//! (inverse-variance w, f̂), `wmrl-no-debias` (inverse-variance w from
-//! residuals of raw ŝ, raw ŝ), `wmrl-no-denoise` (w ∝ sample counts, f̂),
-//! `ppi`: anchors get advantage A(r) − λ·A(f̂(ŝ)) with weight 1/N_A and
-//! world-model samples A(f̂(ŝ)) with weight λ/N_W; there f̂ is the map fitted
-//! on earlier steps, so that it is independent of the anchors it corrects.
+//! (least-error w, f̂; `denoise.weights = "paper"` for the paper's
+//! inverse-variance w), `wmrl-no-debias` (the same w from raw ŝ, raw ŝ),
+//! `wmrl-no-denoise` (w ∝ sample counts, f̂), `ppi`: anchors get advantage
+//! A(r) − λ·A(f̂(ŝ)) with weight 1/N_A and world-model samples A(f̂(ŝ)) with
+//! weight λ/N_W; there f̂ is the map fitted on earlier steps, and λ is
+//! estimated on that window too, so that both are independent of the
+//! anchors they correct. In `wmrl` the weights need not sum to one: the
+//! fused gradient has the anchor gradient's expectation.
 //! (For the clipped surrogate, the two anchor terms are folded into one
 //! advantage; at the on-policy point the gradient is the same.)
 
@@ -30,11 +35,12 @@ use serde::{Deserialize, Serialize};
 use crate::advantage::{Stream, group_advantages_into};
 use crate::calibrator::{AnchorPair, OnlineCalibrator};
 use crate::config::CoreConfig;
-use crate::denoise::{StreamWeights, count_weights, cross_fit, ppi_lambda, stream_weights};
+use crate::denoise::cross_fit;
 use crate::diagnostics::StepDiagnostics;
 use crate::isotonic::IsotonicFit;
 use crate::mode::Mode;
 use crate::schedule::{AnchorPlan, TaskId, schedule_anchors};
+use crate::weights::{StreamWeights, count_weights, ppi_lambda, stream_weights};
 use crate::{Error, Result};
 
 /// One group of a step, as numbers.
@@ -285,26 +291,36 @@ impl Core {
                 .sum::<usize>()
         };
         let (n_a, n_w) = (count(true), count(false));
-        let lambda = (mode == Mode::Ppi).then(|| ppi_lambda(estimate.as_ref(), n_a, n_w));
+        let scale_by_std = self.config.advantage.scale_by_std;
+        let ppi = if mode == Mode::Ppi {
+            // λ from the window before this step's anchors joined it, so that
+            // it is independent of the anchors it corrects.
+            let prior_estimate = cross_fit(&self.calibrator, self.config.denoise.folds, true)?;
+            Some(ppi_lambda(
+                prior_estimate.as_ref(),
+                n_a,
+                n_w,
+                &self.config.denoise,
+                scale_by_std,
+            ))
+        } else {
+            None
+        };
+        let lambda = ppi.map(|p| p.0);
         let weights = match mode {
-            Mode::Real => StreamWeights {
-                anchor: 1.0,
-                world_model: 0.0,
-                noise_ratio: 0.0,
-            },
-            Mode::WmOnly => StreamWeights {
-                anchor: 0.0,
-                world_model: 1.0,
-                noise_ratio: 0.0,
-            },
-            Mode::Wmrl | Mode::WmrlNoDebias => {
-                stream_weights(n_a, n_w, estimate.as_ref(), &self.config.denoise)
-            }
+            Mode::Real => StreamWeights::fixed(1.0, 0.0),
+            Mode::WmOnly => StreamWeights::fixed(0.0, 1.0),
+            Mode::Wmrl | Mode::WmrlNoDebias => stream_weights(
+                n_a,
+                n_w,
+                estimate.as_ref(),
+                &self.config.denoise,
+                scale_by_std,
+            ),
             Mode::WmrlNoDenoise => count_weights(n_a, n_w),
             Mode::Ppi => StreamWeights {
-                anchor: 1.0,
-                world_model: lambda.unwrap_or(0.0),
-                noise_ratio: 0.0,
+                fallback: ppi.and_then(|p| p.1),
+                ..StreamWeights::fixed(1.0, lambda.unwrap_or(0.0))
             },
         };
         // Hájek normalisers: Σ n_g / q_g per stream.

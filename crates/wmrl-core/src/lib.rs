@@ -11,9 +11,9 @@
 //! - **debiases**: fits a monotone map f̂ from scores to real rewards on
 //!   anchor pairs by isotonic regression, refitted online ([`isotonic`],
 //!   [`calibrator`]), and replaces world-model rewards by f̂(ŝ);
-//! - **denoises**: estimates the world model's residual noise out of
-//!   sample and weights the two streams' gradients by inverse variance
-//!   ([`denoise`]);
+//! - **denoises**: estimates the world model's agreement with real rewards
+//!   out of sample ([`denoise`]) and weights the two streams' gradients for
+//!   the least error to the true gradient ([`weights`]);
 //! - computes group-relative advantages ([`advantage`]) and per-sample
 //!   loss weights for the learner ([`fuse`]), with diagnostics
 //!   ([`diagnostics`]) for every step;
@@ -37,11 +37,12 @@ pub mod rng;
 pub mod sampling;
 pub mod schedule;
 pub mod seams;
+pub mod weights;
 
 pub use advantage::{AdvantageOptions, Stream, group_advantages};
 pub use calibrator::{AnchorPair, CalibratorConfig, Forgetting, OnlineCalibrator};
 pub use config::{AnchorScoring, CoreConfig};
-pub use denoise::{DenoiseConfig, NoiseEstimate, StreamWeights};
+pub use denoise::{DenoiseConfig, NoiseEstimate};
 pub use diagnostics::StepDiagnostics;
 pub use driver::{StepPlan, StepReport, step};
 pub use error::{Component, Error, Result};
@@ -50,3 +51,4 @@ pub use isotonic::IsotonicFit;
 pub use mode::Mode;
 pub use sampling::{DynamicSampling, SamplingCounts};
 pub use schedule::{AnchorPlan, TaskId};
+pub use weights::{Fallback, StreamWeights, WeightRule};

@@ -7,6 +7,7 @@ use wmrl_core::{
     AdvantageOptions, AnchorPair, CalibratorConfig, Core, CoreConfig, DenoiseConfig, Forgetting,
     GroupInput, Mode, OnlineCalibrator, Stream, group_advantages,
 };
+use wmrl_core::{Fallback, WeightRule};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
@@ -34,6 +35,8 @@ proptest! {
         c in -1.0f64..1.0,
         residual in prop_oneof![Just(0.0), 0.0f64..2.0],
         some in any::<bool>(),
+        mse in any::<bool>(),
+        std in any::<bool>(),
     ) {
         let e = NoiseEstimate {
             residual_variance: residual,
@@ -46,10 +49,24 @@ proptest! {
             groups: 2,
             pairs: 4,
         };
-        let w = stream_weights(na, nw, some.then_some(&e), &DenoiseConfig::default());
+        let config = DenoiseConfig {
+            weights: if mse { WeightRule::Mse } else { WeightRule::Paper },
+            ..Default::default()
+        };
+        let w = stream_weights(na, nw, some.then_some(&e), &config, std);
         prop_assert!(w.anchor.is_finite() && w.world_model.is_finite() && w.noise_ratio.is_finite());
+        prop_assert!(w.world_model_scale.is_finite());
         prop_assert!(w.anchor >= 0.0 && w.world_model >= 0.0);
-        prop_assert!((w.anchor + w.world_model - 1.0).abs() < 1e-12);
+        prop_assert!(w.anchor <= 1.0 && w.world_model <= config.max_gain);
+        match (mse, w.fallback) {
+            // The least-error rule: the fused expectation is the anchors'.
+            (true, None) => prop_assert!((w.anchor + w.world_model_scale * w.world_model - 1.0).abs() < 1e-9),
+            (_, Some(Fallback::GainCapped)) => prop_assert!(w.anchor + w.world_model_scale * w.world_model <= 1.0 + 1e-9),
+            _ => prop_assert!((w.anchor + w.world_model - 1.0).abs() < 1e-12),
+        }
+        if !some {
+            prop_assert!(w.fallback.is_some() || na == 0 || nw == 0);
+        }
     }
 
     #[test]
@@ -226,8 +243,13 @@ fn every_mode_weights_its_streams_as_documented() {
             ),
             Mode::WmrlNoDenoise => assert!((d.stream_weights.anchor - 0.2).abs() < 1e-12),
             Mode::Wmrl | Mode::WmrlNoDebias => {
-                // Scores are a noiseless affine map of rewards plus a tiny ramp: ρ ≈ 1, κ ≈ 0.
-                assert!(d.stream_weights.anchor < 0.3, "{mode}: {d:?}");
+                // The fused expectation is the anchors': u_A + β u_W = 1.
+                let w = d.stream_weights;
+                assert!(
+                    (w.anchor + w.world_model_scale * w.world_model - 1.0).abs() < 1e-9,
+                    "{mode}: {d:?}"
+                );
+                assert!((per_stream(Stream::WorldModel) - w.world_model).abs() < 1e-12);
             }
             Mode::Ppi => {
                 let lambda = d.ppi_lambda.unwrap();
@@ -235,7 +257,7 @@ fn every_mode_weights_its_streams_as_documented() {
                 assert!((per_stream(Stream::WorldModel) - lambda).abs() < 1e-12);
             }
         }
-        if mode != Mode::Ppi {
+        if !matches!(mode, Mode::Ppi | Mode::Wmrl | Mode::WmrlNoDebias) {
             assert!(
                 (total - 1.0).abs() < 1e-12,
                 "{mode}: weights sum to {total}"
@@ -262,6 +284,48 @@ fn every_mode_weights_its_streams_as_documented() {
             d
         );
     }
+}
+
+/// Unscaled advantages, raw scores ŝ ≈ 0.5 r + 0.3 (ρ ≈ 1): the world
+/// model's gradient is half the anchors', so the least-error rule doubles its
+/// weight (u_W ≈ 2 N_W / N, u_A ≈ N_A / N); the paper's rule keeps
+/// w_W ≈ N_W / N and halves the fused gradient's world-model part.
+#[test]
+fn the_mse_rule_rescales_a_shrunk_world_model_and_the_paper_rule_does_not() {
+    let data = step_data();
+    let mut weights = Vec::new();
+    for rule in [WeightRule::Mse, WeightRule::Paper] {
+        let mut c = Core::new(CoreConfig {
+            mode: Mode::WmrlNoDebias,
+            advantage: AdvantageOptions {
+                scale_by_std: false,
+                ..Default::default()
+            },
+            denoise: DenoiseConfig {
+                weights: rule,
+                ..Default::default()
+            },
+            calibrator: CalibratorConfig {
+                min_pairs: 4,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let mut out = run_step(&mut c, &data);
+        for _ in 0..3 {
+            out = run_step(&mut c, &data);
+        }
+        let w = out.diagnostics.stream_weights;
+        assert!(w.fallback.is_none(), "{w:?}");
+        assert!((w.world_model_scale - 0.5).abs() < 0.05, "{w:?}");
+        weights.push(w);
+    }
+    let (mse, paper) = (weights[0], weights[1]);
+    assert!((mse.anchor - 0.2).abs() < 0.03, "{mse:?}");
+    assert!((mse.world_model - 1.6).abs() < 0.15, "{mse:?}");
+    assert!((paper.world_model - 0.8).abs() < 0.03, "{paper:?}");
+    assert!((paper.anchor + paper.world_model - 1.0).abs() < 1e-12);
 }
 
 #[test]

@@ -16,10 +16,12 @@
 //! driver as the VLA and AutoResearch trainers.
 
 pub mod bench;
+pub mod fusion_bench;
 pub mod policy;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod sweep;
 pub mod world;
 
 pub use runner::{BenchmarkResult, ModeSummary, RunResult, StepRecord, benchmark, run};

@@ -3,9 +3,9 @@
 //! gives, at one fixed policy.
 //!
 //! Final success rates compare fusion rules only through whole runs, and
-//! the seed-to-seed spread of a run (±1.7 points over twelve seeds) hides
-//! differences of a point or two. The quantity the inverse-variance rule
-//! optimises is the gradient itself, and that can be measured directly:
+//! the seed-to-seed spread of a run hides differences of a point or two.
+//! The quantity the weight rules optimise is the gradient's error itself,
+//! and that can be measured directly:
 //!
 //! 1. [`VlaTrainer::measure_gradients`](crate::VlaTrainer::measure_gradients)
 //!    runs a training step whose learner measures instead of learning: the
@@ -23,15 +23,18 @@
 //!    (1 − w)·g_A + w·g_W. Its squared norm and its cosine with the
 //!    reference are functions of six dot products ([`StreamProducts`]),
 //!    so every w is scored on the same draws: w = 0 is the anchor stream
-//!    alone, w = 1 the world model's, the core's own w its inverse-variance
-//!    rule, N_W / N its count weights (mode `wmrl-no-denoise`).
+//!    alone, w = 1 the world model's, the core's own w its rule's share
+//!    u_W / (u_A + u_W), N_W / N its count weights (mode `wmrl-no-denoise`).
 //!
-//! The squared norm averaged over steps is the fused estimate's second
-//! moment: its variance, where (as for this VLA) a step's gradient is
-//! mostly noise. The reference is itself a finite-sample estimate; its
-//! noise lowers every cosine by the same factor, so rows compare, and the
+//! Each estimator is scored by its error against the reference's
+//! expectation with the reference's own noise subtracted through its two
+//! halves ([`summarise`], see its module); the reference's noise lowers
+//! every cosine by the same factor, so cosines compare between rows, and the
 //! split-half cosine of the reference says how much.
 
+mod summary;
+
+pub use summary::{GradientRow, GradientSummary, summarise};
 use wmrl_core::StreamWeights;
 use wmrl_core::advantage::Stream;
 use wmrl_core::seams::{Adapter, Batch, Policy};
@@ -190,6 +193,33 @@ impl ReferenceGradient {
             .collect()
     }
 
+    /// The means of the two halves, with their draw counts (`None` while a half is empty).
+    fn half_means(&self) -> Option<([Vec<f64>; 2], [f64; 2])> {
+        if self.draws[0] == 0 || self.draws[1] == 0 {
+            return None;
+        }
+        let n = [self.draws[0] as f64, self.draws[1] as f64];
+        let means = [0, 1].map(|h| self.halves[h].iter().map(|s| s / n[h]).collect());
+        Some((means, n))
+    }
+
+    /// h₁·h₂: an unbiased estimate of the squared norm of the reference's
+    /// expectation (0 while a half is empty).
+    pub fn signal(&self) -> f64 {
+        self.half_means().map_or(0.0, |([a, b], _)| {
+            a.iter().zip(&b).map(|(x, y)| x * y).sum()
+        })
+    }
+
+    /// E‖r − ḡ‖², the reference mean's own noise, from its halves:
+    /// ‖h₁ − h₂‖² / (R (1/n₁ + 1/n₂)) (0 while a half is empty).
+    pub fn noise(&self) -> f64 {
+        self.half_means().map_or(0.0, |([a, b], n)| {
+            let d: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
+            d / ((n[0] + n[1]) * (1.0 / n[0] + 1.0 / n[1]))
+        })
+    }
+
     /// Cosine between the means of the two halves (0 with fewer than two draws).
     pub fn split_half_cosine(&self) -> f64 {
         if self.draws[0] == 0 || self.draws[1] == 0 {
@@ -243,15 +273,23 @@ impl StreamProducts {
         }
     }
 
-    /// Squared norm of (1 − w)·a + w·b. Averaged over steps it is the fused
-    /// estimate's second moment, its total variance plus its mean's squared
-    /// norm (the variance, where the mean is small against the noise).
+    /// Squared norm of (1 − w)·a + w·b.
     pub fn squared_norm_at(&self, w: f64) -> f64 {
         let v = 1.0 - w;
         (v * v * self.anchor_anchor
             + 2.0 * v * w * self.anchor_world_model
             + w * w * self.world_model_world_model)
             .max(0.0)
+    }
+
+    /// ((1 − w)·a + w·b)·r.
+    pub fn along_at(&self, w: f64) -> f64 {
+        (1.0 - w) * self.anchor_reference + w * self.world_model_reference
+    }
+
+    /// ‖(1 − w)·a + w·b − r‖².
+    pub fn distance_squared_at(&self, w: f64) -> f64 {
+        (self.squared_norm_at(w) - 2.0 * self.along_at(w) + self.reference_reference).max(0.0)
     }
 
     /// Cosine between (1 − w)·a + w·b and r; 0 when either is zero.
@@ -312,5 +350,8 @@ mod tests {
         // Halves: mean (1, 0) from draws 1 and 3, (3, 2) from 2 and 4.
         let expected = 3.0 / 13f64.sqrt();
         assert!((reference.split_half_cosine() - expected).abs() < 1e-12);
+        // h₁·h₂ = 3; ‖h₁ − h₂‖² = 8 over R (1/2 + 1/2) = 4: noise 2.
+        assert!((reference.signal() - 3.0).abs() < 1e-12);
+        assert!((reference.noise() - 2.0).abs() < 1e-12);
     }
 }
