@@ -77,7 +77,7 @@ pub(crate) fn terms(kind: RatioKind, (low, high): (f64, f64), x: &TermInputs<'_>
         RatioKind::Chunk | RatioKind::TokenMean => {
             let mut log_ratio = token_sum(&token_log_ratio);
             if kind == RatioKind::TokenMean {
-                log_ratio = log_ratio / &count;
+                log_ratio /= &count;
             }
             let (s, u, outside) = clip(&log_ratio.exp(), x.advantage);
             let (s, u) = if kind == RatioKind::Chunk {
