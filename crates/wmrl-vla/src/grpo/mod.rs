@@ -217,7 +217,8 @@ impl VlaLearner {
     /// accepts (no entropy or KL term; at ρ = 1 the clip is inactive), flattened over the
     /// trainable parameters in update order. The policy, the optimiser and
     /// the counters are left as they were. `None` when no accepted sample has
-    /// a chunk and a non-zero weight.
+    /// a chunk and a non-zero weight; zeros when every accepted sample is in
+    /// a group whose advantages are all zero.
     ///
     /// This is what one learner step would follow before clipping and Adam's
     /// scaling: `wmrl bench gradient` compares it across streams.
@@ -228,7 +229,12 @@ impl VlaLearner {
     ) -> Result<Option<Vec<f32>>> {
         let rows = self.chunk_rows(batch, keep)?;
         if rows.len() == 0 {
-            return Ok(None);
+            // Accepted samples whose groups carry no signal: their gradient
+            // is exactly zero.
+            return Ok((rows.uninformative_rollouts > 0).then(|| {
+                self.optimizer.zero_grad();
+                self.optimizer.flat_gradient()
+            }));
         }
         let ids = self.policy.tokenize(&rows.instructions);
         self.optimizer.zero_grad();

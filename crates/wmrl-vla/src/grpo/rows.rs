@@ -44,6 +44,8 @@ pub(super) struct ChunkRows<'a> {
     pub rollouts: usize,
     /// Groups left out because every advantage in them was zero.
     pub uninformative_groups: usize,
+    /// Rollouts otherwise in the loss that were left out with their group.
+    pub uninformative_rollouts: usize,
 }
 
 impl ChunkRows<'_> {
@@ -143,11 +145,11 @@ impl VlaLearner {
         for sample in &batch.samples {
             let w = sample.signal.loss_weight;
             let record = &sample.rollout;
-            if w == 0.0
-                || record.chunks.is_empty()
-                || skipped.contains(&sample.signal.group)
-                || !keep(&sample.signal)
-            {
+            if w == 0.0 || record.chunks.is_empty() || !keep(&sample.signal) {
+                continue;
+            }
+            if skipped.contains(&sample.signal.group) {
+                rows.uninformative_rollouts += 1;
                 continue;
             }
             let instruction = batch.prompts[sample.signal.group].instruction.as_str();

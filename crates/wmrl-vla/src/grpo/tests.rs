@@ -432,6 +432,12 @@ fn all_equal_groups_contribute_no_rows() {
     assert_eq!(learner.last.uninformative_groups, 1);
     let optimizer_steps = learner.optimizer.steps();
     assert_eq!(optimizer_steps, 4, "one step per epoch");
+    // Its policy gradient is exactly zero (not missing).
+    let zero = learner
+        .policy_gradient(&batch_of(records.clone(), &[0.0; 8]), &|_| true)
+        .unwrap()
+        .unwrap();
+    assert!(!zero.is_empty() && zero.iter().all(|g| *g == 0.0));
     // A batch with no informative group takes no step at all.
     learner.learn(batch_of(records, &[0.0; 8])).unwrap();
     assert_eq!(
