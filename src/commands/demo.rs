@@ -318,7 +318,8 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
         .standard_error(states)
         .hypot(last.standard_error(states));
     println!(
-        "what this shows: {:+.1} points over the SFT policy, {:.1} standard errors of the difference          (binomial, {states} states each): {}",
+        "what this shows: {:+.1} points over the SFT policy, {:.1} standard errors of the difference \
+         (binomial, {states} states each): {}",
         100.0 * gain,
         gain / se.max(1e-9),
         if gain > 2.0 * se {

@@ -648,15 +648,7 @@ where
         }
     };
     let mut counts = SamplingCounts::default();
-    let mut last: Vec<(usize, Stream)> = Vec::new();
-    for (g, (stream, values)) in round.group_values(&calibrate).into_iter().enumerate() {
-        if is_informative(&values) {
-            counts.informative += 1;
-        } else {
-            counts.drop(stream);
-            last.push((g, stream));
-        }
-    }
+    let mut last = tally(&mut counts, round.group_values(&calibrate), 0);
     let cap = config.dynamic_sampling.max_extra_groups(config.group_size);
     let mut extra = 0;
     while counts.informative < config.groups && extra < cap && !last.is_empty() {
@@ -679,6 +671,9 @@ where
             });
         }
         let streams = &last[..wanted];
+        for &(_, stream) in streams {
+            counts.refill(stream);
+        }
         let plan = StepPlan {
             step: round.plan.step,
             config,
@@ -695,16 +690,7 @@ where
         };
         let refilled = run_round::<A, P, W, E>(plan, policy, world_model, executor)?;
         extra += wanted;
-        last.clear();
-        for (g, (stream, values)) in refilled.group_values(&calibrate).into_iter().enumerate() {
-            counts.refill(stream);
-            if is_informative(&values) {
-                counts.informative += 1;
-            } else {
-                counts.drop(stream);
-                last.push((offset + g, stream));
-            }
-        }
+        last = tally(&mut counts, refilled.group_values(&calibrate), offset);
         round.extend(refilled);
     }
     if counts.informative < config.groups && config.dynamic_sampling.enabled {
@@ -716,4 +702,23 @@ where
     }
     round.sampling = counts;
     Ok(round)
+}
+
+/// Counts each group (numbered from `offset`) as informative or dropped;
+/// returns the dropped ones with their streams.
+fn tally(
+    counts: &mut SamplingCounts,
+    groups: Vec<(Stream, Vec<f64>)>,
+    offset: usize,
+) -> Vec<(usize, Stream)> {
+    let mut dropped = Vec::new();
+    for (g, (stream, values)) in groups.into_iter().enumerate() {
+        if is_informative(&values) {
+            counts.informative += 1;
+        } else {
+            counts.drop(stream);
+            dropped.push((offset + g, stream));
+        }
+    }
+    dropped
 }

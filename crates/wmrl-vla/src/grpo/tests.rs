@@ -16,6 +16,21 @@ use wmrl_core::seams::BatchSample;
 /// this module that seed it and draw from it take this lock.
 static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The `tiny` VLA for "open the drawer", its weights drawn after seeding
+/// libtorch's generator with `seed` (hold [`TORCH_RNG`]).
+fn tiny_policy(seed: i64) -> VlaPolicy {
+    tch::manual_seed(seed);
+    let config = VlaConfig::load("tiny", &[]).unwrap();
+    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
+    VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap()
+}
+
+/// A latent of 64 values in [-1, 1) from `seed`.
+fn random_latent(seed: u64) -> Vec<f32> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..64).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
 /// Step diagnostics are not read by the learner; any valid value will do.
 fn diagnostics() -> StepDiagnostics {
     serde_json::from_value(serde_json::json!({
@@ -35,10 +50,7 @@ fn diagnostics() -> StepDiagnostics {
 #[test]
 fn grpo_steps_raise_the_rewarded_actions_and_leave_the_encoder_alone() {
     let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(0);
-    let config = VlaConfig::load("tiny", &[]).unwrap();
-    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-    let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
+    let policy = tiny_policy(0);
     let encoder_before = policy.encoder_fingerprint();
     let mut learner = VlaLearner::new(
         policy,
@@ -57,8 +69,7 @@ fn grpo_steps_raise_the_rewarded_actions_and_leave_the_encoder_alone() {
         state_index: 0,
         instruction: "open the drawer".into(),
     };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-    let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let latent = random_latent(1);
     let input = ChunkInput {
         latent: latent.clone(),
         proprio: vec![0.0; 15],
@@ -174,12 +185,8 @@ fn one_chunk_rollouts(
 #[test]
 fn the_policy_gradient_splits_over_streams_and_changes_nothing() {
     let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(5);
-    let config = VlaConfig::load("tiny", &[]).unwrap();
-    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-    let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-    let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let policy = tiny_policy(5);
+    let latent = random_latent(7);
     let records = one_chunk_rollouts(&policy, &latent, 16, 1.0);
     let mut learner = VlaLearner::new(policy, GrpoConfig::default()).unwrap();
     let batch = Batch {
@@ -245,12 +252,8 @@ fn the_policy_gradient_splits_over_streams_and_changes_nothing() {
 #[test]
 fn the_ratio_is_exact_at_the_sampling_temperature() {
     let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(0);
-    let config = VlaConfig::load("tiny", &[]).unwrap();
-    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-    let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-    let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let policy = tiny_policy(0);
+    let latent = random_latent(3);
     let temperature = 0.5;
     let records = one_chunk_rollouts(&policy, &latent, 16, temperature);
     let moved = |learner_temperature: f64, epochs: usize| {
@@ -355,12 +358,8 @@ fn batch_of(records: Vec<EpisodeRecord>, advantages: &[f64]) -> Batch<TaskPrompt
 #[test]
 fn only_executed_tokens_enter_the_loss() {
     let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(9);
-    let config = VlaConfig::load("tiny", &[]).unwrap();
-    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-    let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-    let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let policy = tiny_policy(9);
+    let latent = random_latent(4);
     let mut records = one_chunk_rollouts(&policy, &latent, 8, 1.0);
     let per_action = records[0].chunks[0].action_dim;
     for r in &mut records {
@@ -404,12 +403,8 @@ fn only_executed_tokens_enter_the_loss() {
 #[test]
 fn all_equal_groups_contribute_no_rows() {
     let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(6);
-    let config = VlaConfig::load("tiny", &[]).unwrap();
-    let tokenizer = Tokenizer::from_instructions(["open the drawer"]);
-    let policy = VlaPolicy::new(config.model, tokenizer, Device::Cpu).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
-    let latent: Vec<f32> = (0..64).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let policy = tiny_policy(6);
+    let latent = random_latent(2);
     let records = one_chunk_rollouts(&policy, &latent, 8, 1.0);
     let mut learner = VlaLearner::new(
         policy,
