@@ -101,6 +101,13 @@ pub fn run(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
             "real environment steps {}, real episodes {}, imagined episodes {}, {:.0} s of training",
             summary.env_steps, summary.executions, summary.imagined, summary.train_seconds
         );
+        for t in &summary.starved_tasks {
+            println!(
+                "task {}: no informative group (all rewards equal) in its last {} iterations \
+                 ({} iterations with one): GRPO is not learning on it",
+                t.task, t.iterations, t.informative_iterations
+            );
+        }
         println!(
             "run folder {}: metrics.jsonl, success_vs_env_steps.png, success_vs_wallclock.png, policy/ (post-trained), checkpoints/",
             summary.run_dir.display()

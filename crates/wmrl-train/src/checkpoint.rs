@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use wmrl_core::Core;
 
+use crate::signal::SignalTracker;
 use crate::timed::Clock;
 use crate::trainer::Evaluation;
 use crate::{Error, Result};
@@ -78,6 +79,9 @@ pub struct RunState {
     pub evaluations: Vec<Evaluation>,
     /// Episodes the replay buffer was seeded with.
     pub replay_seeded: usize,
+    /// Per-task counts of iterations without a learning signal.
+    #[serde(default)]
+    pub signal: SignalTracker,
 }
 
 impl RunState {

@@ -112,6 +112,11 @@ pub struct TrainConfig {
     /// Write a resumable checkpoint every this many iterations (default: 1;
     /// the last iteration always gets one).
     pub checkpoint_every: u64,
+    /// Report a task that trained in this many consecutive iterations
+    /// without one informative group (all its groups' rewards equal, so
+    /// GRPO learnt nothing on it): a warning, the task in each metrics row's
+    /// `starved_tasks` and in the summary (default: 5; 0 turns it off).
+    pub starved_after: u64,
     /// Keep this many of the newest complete checkpoints (default: 2, at
     /// least 1). Older ones are removed only after a newer one is written
     /// and verified, so a damaged newest checkpoint leaves one to resume from.
@@ -138,6 +143,7 @@ impl Default for TrainConfig {
             imagine_prefix_chunks: 0,
             train_imagined_chunks: false,
             overlap_anchors: true,
+            starved_after: 5,
             checkpoint_every: 1,
             checkpoint_keep: 2,
         }

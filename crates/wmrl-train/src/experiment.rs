@@ -587,6 +587,7 @@ mod tests {
             imagined: 0,
             train_seconds: curve.last().unwrap().1,
             replay_seeded: 0,
+            starved_tasks: Vec::new(),
             run_dir: std::path::PathBuf::new(),
         }
     }

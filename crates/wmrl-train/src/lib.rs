@@ -32,6 +32,7 @@ mod error;
 pub mod experiment;
 pub mod gradient;
 pub mod overlap;
+pub mod signal;
 mod timed;
 mod trainer;
 
@@ -39,5 +40,6 @@ pub use anchors::{AnchorStream, ExecutorError};
 pub use checkpoint::OnDamage;
 pub use config::{ExecutorSettings, TrainConfig};
 pub use error::{Error, Result};
+pub use signal::{SignalTracker, StarvedTask};
 pub use timed::{Clock, Timed};
 pub use trainer::{Evaluation, IterationRow, TrainSummary, VlaTrainer};

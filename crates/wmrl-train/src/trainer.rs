@@ -16,6 +16,7 @@ use crate::anchors::AnchorStream;
 use crate::checkpoint::{self, CHECKPOINTS_DIR, OnDamage, REFERENCE_POLICY_DIR, RunState};
 use crate::config::TrainConfig;
 use crate::gradient::{GradientProbe, StreamGradients};
+use crate::signal::{SignalTracker, StarvedTask};
 use crate::timed::Timed;
 use crate::{Error, Result};
 
@@ -83,6 +84,9 @@ pub struct IterationRow {
     pub world_model_refresh_loss: Option<f64>,
     /// Episodes in the world model's replay buffer.
     pub replay_episodes: usize,
+    /// Tasks that trained for `starved_after` or more consecutive
+    /// iterations, up to this one, without an informative group.
+    pub starved_tasks: Vec<StarvedTask>,
     /// The evaluation after this iteration, if one ran.
     pub eval: Option<Evaluation>,
 }
@@ -109,6 +113,10 @@ pub struct TrainSummary {
     pub train_seconds: f64,
     /// Episodes the world model's replay buffer started with (its training data).
     pub replay_seeded: usize,
+    /// Tasks that ended the run `starved_after` or more iterations without
+    /// an informative group.
+    #[serde(default)]
+    pub starved_tasks: Vec<StarvedTask>,
     /// The run folder.
     pub run_dir: PathBuf,
 }
@@ -133,6 +141,7 @@ pub struct VlaTrainer {
     imagined: u64,
     train_seconds: f64,
     replay_seeded: usize,
+    signal: SignalTracker,
     /// Set by a resume: the checkpoint used and the newer ones passed over.
     resumed_from: Option<checkpoint::Selected>,
 }
@@ -271,6 +280,7 @@ impl VlaTrainer {
         trainer.learner.clock = state.learner;
         trainer.evaluations = state.evaluations;
         trainer.replay_seeded = state.replay_seeded;
+        trainer.signal = state.signal;
         // Only now that everything has loaded is the folder touched, so a
         // refused resume leaves it as it was: the rows of the iteration in
         // flight go, and the sink reopens the rewritten file.
@@ -357,6 +367,7 @@ impl VlaTrainer {
             imagined: 0,
             train_seconds: 0.0,
             replay_seeded: 0,
+            signal: SignalTracker::default(),
             resumed_from: None,
             config,
         })
@@ -504,6 +515,7 @@ impl VlaTrainer {
             } else {
                 None
             };
+            let starved_tasks = self.record_signal(iteration);
             let row = IterationRow {
                 iteration,
                 mode: self.config.core.mode.name().into(),
@@ -519,6 +531,7 @@ impl VlaTrainer {
                 train_seconds: self.train_seconds,
                 world_model_refresh_loss: refresh,
                 replay_episodes: self.world_model.inner.replay().len(),
+                starved_tasks,
                 eval,
                 core: report,
             };
@@ -531,6 +544,23 @@ impl VlaTrainer {
             progress(iteration, self.evaluations.last());
         }
         Ok(())
+    }
+
+    /// Counts this iteration's informative groups per task; the tasks now
+    /// starved, with a warning when one has just become so.
+    fn record_signal(&mut self, iteration: u64) -> Vec<StarvedTask> {
+        self.signal.record(&self.learner.inner.last.tasks);
+        let after = self.config.starved_after;
+        let starved = self.signal.starved(after);
+        for t in starved.iter().filter(|t| t.iterations == after) {
+            tracing::warn!(
+                task = t.task,
+                iteration,
+                "task {} has had no informative group (all rewards equal) for {after}                  iterations: GRPO learns nothing on it",
+                t.task
+            );
+        }
+        starved
     }
 
     /// One training step at the current policy whose learner measures
@@ -576,6 +606,7 @@ impl VlaTrainer {
             imagined: self.imagined,
             train_seconds: self.train_seconds,
             replay_seeded: self.replay_seeded,
+            starved_tasks: self.signal.starved(self.config.starved_after),
             run_dir: self.run_dir.clone(),
         })
     }
@@ -601,6 +632,7 @@ impl VlaTrainer {
             learner: self.learner.clock,
             evaluations: self.evaluations.clone(),
             replay_seeded: self.replay_seeded,
+            signal: self.signal.clone(),
         }
         .stamp();
         wmrl_report::write_json_atomic(&dir.join(checkpoint::STATE_FILE), &state)?;

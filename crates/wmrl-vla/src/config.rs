@@ -112,6 +112,10 @@ pub struct ModelConfig {
     pub trunk_layers: i64,
     /// Width of each action-token slot before its logits (default: 64).
     pub head_token_dim: i64,
+    /// Width of the trainable adapter the action head reads the latent
+    /// through (0, the default: none). Post-training adds it
+    /// (`grpo.latent_adapter`); see [`crate::model::adapter`].
+    pub latent_adapter: i64,
     /// Action chunk and binning.
     pub action: ActionConfig,
 }
@@ -128,6 +132,7 @@ impl Default for ModelConfig {
             trunk_hidden: 512,
             trunk_layers: 2,
             head_token_dim: 64,
+            latent_adapter: 0,
             action: ActionConfig::default(),
         }
     }
@@ -160,6 +165,12 @@ impl ModelConfig {
             if value <= 0 {
                 return bad(format!("`{name}` must be positive, got {value}"));
             }
+        }
+        if self.latent_adapter < 0 {
+            return bad(format!(
+                "`latent_adapter` must be ≥ 0 (0: none), got {}",
+                self.latent_adapter
+            ));
         }
         if self.vision.channels.is_empty()
             || self.vision.channels.len() != self.vision.strides.len()

@@ -44,6 +44,16 @@ pub struct GrpoConfig {
     /// Which ratio is clipped: `token-mean` (default), `chunk` or `token`
     /// (see [`RatioKind`]).
     pub ratio: RatioKind,
+    /// Perception that adapts: give the policy a trainable adapter of this
+    /// width on its frozen observation latent ([`crate::model::adapter`]),
+    /// trained by both streams while the world model's latent space stays
+    /// the SFT encoder's (default 0: none, the head reads the latent as is).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub latent_adapter: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// The probability ratio the clipped surrogate uses for a chunk whose
@@ -78,6 +88,7 @@ impl Default for GrpoConfig {
             minibatch_chunks: 1024,
             epochs: 4,
             ratio: RatioKind::TokenMean,
+            latent_adapter: 0,
         }
     }
 }
@@ -139,6 +150,13 @@ impl GrpoConfig {
         }
         if self.minibatch_chunks == 0 {
             return bad("minibatch_chunks", "≥ 1", 0.0);
+        }
+        if self.latent_adapter < 0 {
+            return bad(
+                "latent_adapter",
+                "a width ≥ 0 (0: no adapter)",
+                self.latent_adapter as f64,
+            );
         }
         Ok(())
     }

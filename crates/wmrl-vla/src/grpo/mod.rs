@@ -19,7 +19,9 @@
 //! softmax(logits / T) at the sampling temperature T
 //! ([`VlaLearner::with_sampling_temperature`], 1 by default), so ratios are
 //! exact importance ratios whatever T the executor used. The observation
-//! encoder is frozen: the world model lives in its latent space. One call to
+//! encoder is frozen: the world model lives in its latent space; with
+//! `latent_adapter` the head reads that latent through a trainable adapter
+//! ([`crate::model::adapter`]), the part of perception that adapts. One call to
 //! `learn` takes `epochs` optimiser steps on the same batch, each over all
 //! its chunks (gradients accumulated over minibatches); from the second on,
 //! ρ differs from 1 and the clip bounds how far the batch moves the policy
@@ -57,6 +59,9 @@ pub struct LearnStats {
     /// Groups left out of the loss because all their advantages were zero.
     #[serde(default)]
     pub uninformative_groups: usize,
+    /// The batch's groups per task, and how many of them were informative.
+    #[serde(default)]
+    pub tasks: Vec<TaskGroups>,
     /// Surrogate loss (weighted).
     pub surrogate: f64,
     /// Mean entropy per executed token (nats), over the chunks.
@@ -69,6 +74,18 @@ pub struct LearnStats {
     pub mean_abs_log_ratio: f64,
     /// Gradient norm before clipping.
     pub grad_norm: f64,
+}
+
+/// One task's groups in a batch: how many there were, and how many carried a
+/// learning signal (some advantage non-zero).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskGroups {
+    /// Task index in the suite.
+    pub task: usize,
+    /// Groups of this task in the batch.
+    pub groups: usize,
+    /// Of those, groups with some non-zero advantage.
+    pub informative: usize,
 }
 
 /// File of the optimiser's moments in a learner state folder.
@@ -110,9 +127,13 @@ impl std::fmt::Debug for VlaLearner {
 }
 
 impl VlaLearner {
-    /// Freezes the observation encoder of `policy` and builds AdamW over the rest.
+    /// Freezes the observation encoder of `policy`, gives it the configured
+    /// latent adapter unless it has one, and builds AdamW over the rest.
     pub fn new(mut policy: VlaPolicy, config: GrpoConfig) -> Result<Self> {
         config.validate()?;
+        if config.latent_adapter > 0 && !policy.has_latent_adapter() {
+            policy.add_latent_adapter(config.latent_adapter)?;
+        }
         for (name, t) in policy.var_store_mut().variables() {
             if ENCODER_PREFIXES.iter().any(|p| name.starts_with(p)) {
                 let _ = t.set_requires_grad(false);
@@ -281,10 +302,12 @@ impl Policy<VlaAdapter> for VlaLearner {
         .entered();
         let rows = self.chunk_rows(&batch, &|_| true)?;
         let chunks = rows.len();
+        let tasks = rows::task_groups(&batch);
         self.last = LearnStats {
             chunks,
             rollouts: rows.rollouts,
             uninformative_groups: rows.uninformative_groups,
+            tasks: tasks.clone(),
             ..Default::default()
         };
         if chunks == 0 {
@@ -297,6 +320,7 @@ impl Policy<VlaAdapter> for VlaLearner {
             self.last = LearnStats {
                 rollouts: rows.rollouts,
                 uninformative_groups: rows.uninformative_groups,
+                tasks: tasks.clone(),
                 ..self.epoch(&minibatches, &ids, chunks, batch.step)
             };
         }
@@ -399,6 +423,7 @@ impl VlaLearner {
             chunks,
             rollouts: 0,
             uninformative_groups: 0,
+            tasks: Vec::new(),
             surrogate: sums.surrogate,
             entropy: sums.entropy / n,
             kl: sums.kl / n,

@@ -67,6 +67,26 @@ pub(super) struct Minibatch {
     pub weight: Tensor,
 }
 
+/// The groups of `batch` per task (in task order), and how many of them are
+/// informative: some sample's advantage is non-zero.
+pub(super) fn task_groups(batch: &Batch<TaskPrompt, EpisodeRecord>) -> Vec<super::TaskGroups> {
+    let mut informative: BTreeMap<usize, bool> = BTreeMap::new();
+    for sample in &batch.samples {
+        *informative.entry(sample.signal.group).or_default() |= sample.signal.advantage != 0.0;
+    }
+    let mut tasks: BTreeMap<usize, super::TaskGroups> = BTreeMap::new();
+    for (group, informative) in informative {
+        let task = batch.prompts[group].task_index;
+        let entry = tasks.entry(task).or_insert(super::TaskGroups {
+            task,
+            ..Default::default()
+        });
+        entry.groups += 1;
+        entry.informative += usize::from(informative);
+    }
+    tasks.into_values().collect()
+}
+
 /// The groups of `batch` in which every sample's advantage is zero.
 fn uninformative_groups(batch: &Batch<TaskPrompt, EpisodeRecord>) -> Vec<usize> {
     let mut informative: BTreeMap<usize, bool> = BTreeMap::new();

@@ -417,7 +417,11 @@ fn all_equal_groups_contribute_no_rows() {
     .unwrap();
     let mut batch = batch_of(records.clone(), &[1.0, -1.0, 1.0, -1.0, 0.0, 0.0, 0.0, 0.0]);
     // A second group of four, all advantages zero (rewards all equal).
-    batch.prompts.push(batch.prompts[0].clone());
+    // It is another task's: the per-task count says that task gave no signal.
+    let task = batch.prompts[0].task_index;
+    let mut other = batch.prompts[0].clone();
+    other.task_index += 1;
+    batch.prompts.push(other);
     for s in batch.samples.iter_mut().skip(4) {
         s.signal.group = 1;
     }
@@ -425,6 +429,21 @@ fn all_equal_groups_contribute_no_rows() {
     assert_eq!(learner.last.chunks, 4);
     assert_eq!(learner.last.rollouts, 4);
     assert_eq!(learner.last.uninformative_groups, 1);
+    assert_eq!(
+        learner.last.tasks,
+        vec![
+            TaskGroups {
+                task,
+                groups: 1,
+                informative: 1
+            },
+            TaskGroups {
+                task: task + 1,
+                groups: 1,
+                informative: 0
+            }
+        ]
+    );
     let optimizer_steps = learner.optimizer.steps();
     assert_eq!(optimizer_steps, 4, "one step per epoch");
     // Its policy gradient is exactly zero (not missing).
@@ -440,4 +459,65 @@ fn all_equal_groups_contribute_no_rows() {
         (0, 1)
     );
     assert_eq!(learner.optimizer.steps(), optimizer_steps);
+}
+
+/// The latent adapter starts as the identity (the same logits as without
+/// it), is trained by a step while the encoder stays as it was, and comes
+/// back from a checkpoint: a loaded policy acts exactly as the trained one.
+#[test]
+fn the_latent_adapter_starts_as_identity_trains_and_reloads() {
+    let _rng = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let policy = tiny_policy(8);
+    let latent = random_latent(3);
+    let logits = |policy: &VlaPolicy| {
+        let _g = tch::no_grad_guard();
+        let z = Tensor::from_slice(&latent).view([1, 64]);
+        let p = Tensor::zeros([1, 15], (Kind::Float, Device::Cpu));
+        let instr = policy.encode_instructions(&policy.tokenize(&["open the drawer"]));
+        policy.act(&z, &p, &instr)
+    };
+    let plain = logits(&policy);
+    let encoder = policy.encoder_fingerprint();
+    let records = one_chunk_rollouts(&policy, &latent, 8, 1.0);
+    let mut learner = VlaLearner::new(
+        policy,
+        GrpoConfig {
+            lr: 1e-2,
+            epochs: 1,
+            latent_adapter: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(learner.policy().has_latent_adapter());
+    assert_eq!(learner.policy().config().latent_adapter, 16);
+    assert!(
+        logits(learner.policy()).equal(&plain),
+        "a new adapter changes no logit"
+    );
+    learner
+        .learn(batch_of(
+            records,
+            &[1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0],
+        ))
+        .unwrap();
+    let trained = logits(learner.policy());
+    assert!(!trained.equal(&plain), "the step changed the policy");
+    let adapter_moved = learner
+        .policy()
+        .var_store()
+        .variables()
+        .iter()
+        .any(|(name, t)| {
+            name.starts_with(crate::model::ADAPTER_PREFIX)
+                && name.contains("fc2")
+                && t.abs().sum(Kind::Float).double_value(&[]) > 0.0
+        });
+    assert!(adapter_moved, "the adapter's output layer left zero");
+    assert_eq!(learner.policy().encoder_fingerprint(), encoder);
+    let dir = tempfile::tempdir().unwrap();
+    crate::checkpoint::save(learner.policy(), dir.path(), serde_json::Value::Null).unwrap();
+    let loaded = crate::checkpoint::load(dir.path(), Device::Cpu).unwrap();
+    assert!(loaded.has_latent_adapter());
+    assert!(logits(&loaded).equal(&trained));
 }

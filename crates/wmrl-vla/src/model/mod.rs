@@ -16,6 +16,7 @@
 //! tokens, so its log-probability and entropy are exact sums over tokens
 //! (see [`crate::distribution`]).
 
+pub mod adapter;
 pub mod text;
 pub mod vision;
 
@@ -26,6 +27,7 @@ use crate::config::ModelConfig;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
+pub use adapter::{ADAPTER_PREFIX, LatentAdapter};
 pub use text::TextEncoder;
 pub use vision::CameraEncoder;
 
@@ -73,6 +75,7 @@ pub struct VlaPolicy {
     wrist: CameraEncoder,
     latent_proj: nn::Linear,
     latent_norm: nn::LayerNorm,
+    adapter: Option<LatentAdapter>,
     text: TextEncoder,
     proprio_mean: Tensor,
     proprio_std: Tensor,
@@ -114,6 +117,9 @@ impl VlaPolicy {
             vec![c.latent_dim],
             Default::default(),
         );
+        let adapter = (c.latent_adapter > 0).then(|| {
+            LatentAdapter::new(&(&root / "latent_adapter"), c.latent_dim, c.latent_adapter)
+        });
         let text = TextEncoder::new(&(&root / "text"), &c.text, tokenizer.len() as i64);
         let proprio = &root / "proprio";
         let proprio_mean = proprio.zeros_no_train("mean", &[c.proprio_dim]);
@@ -174,6 +180,7 @@ impl VlaPolicy {
             wrist,
             latent_proj,
             latent_norm,
+            adapter,
             text,
             proprio_mean,
             proprio_std,
@@ -231,6 +238,36 @@ impl VlaPolicy {
             .copy(&self.vs)
             .map_err(Error::torch("copying the policy weights"))?;
         Ok(copy)
+    }
+
+    /// Gives the policy a [`LatentAdapter`] of width `hidden` (identity at
+    /// creation, so no action probability changes); its width is recorded
+    /// in the config (`latent_adapter`), so checkpoints load with it. Fails
+    /// if the policy has one already or `hidden` is not positive.
+    pub fn add_latent_adapter(&mut self, hidden: i64) -> Result<()> {
+        if self.adapter.is_some() || hidden <= 0 {
+            return Err(Error::Config {
+                origin: "model.latent_adapter".into(),
+                message: format!(
+                    "expected a positive width for a policy without an adapter, found {hidden} \
+                     for a policy with adapter width {}",
+                    self.config.latent_adapter
+                ),
+            });
+        }
+        let root = self.vs.root();
+        self.adapter = Some(LatentAdapter::new(
+            &(&root / "latent_adapter"),
+            self.config.latent_dim,
+            hidden,
+        ));
+        self.config.latent_adapter = hidden;
+        Ok(())
+    }
+
+    /// Whether the action head reads the latent through an adapter.
+    pub fn has_latent_adapter(&self) -> bool {
+        self.adapter.is_some()
     }
 
     /// Names of the observation encoder's weights (both cameras and the latent
@@ -334,10 +371,16 @@ impl VlaPolicy {
         self.text.forward(ids)
     }
 
-    /// Action head: latent `[B, latent_dim]`, raw proprioception `[B, proprio_dim]`
-    /// and instruction embedding `[B, text.dim]` → logits `[B, chunk_len, action_dim, bins]`.
+    /// Action head: latent `[B, latent_dim]` (the encoder's, read through
+    /// the latent adapter when there is one), raw proprioception
+    /// `[B, proprio_dim]` and instruction embedding `[B, text.dim]` → logits
+    /// `[B, chunk_len, action_dim, bins]`.
     pub fn act(&self, latent: &Tensor, proprio: &Tensor, instruction: &Tensor) -> Tensor {
         let c = &self.config;
+        let latent = match &self.adapter {
+            Some(adapter) => adapter.forward(latent),
+            None => latent.shallow_clone(),
+        };
         let p = ((proprio.to_kind(Kind::Float) - &self.proprio_mean) / &self.proprio_std)
             .apply(&self.proprio_fc1)
             .gelu("none")
