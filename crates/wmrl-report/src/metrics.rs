@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use crate::tensorboard::{EventWriter, scalar_leaves};
 use crate::{Error, Result};
 
 /// Appends metric rows to a JSONL file.
@@ -13,6 +14,8 @@ use crate::{Error, Result};
 pub struct MetricsSink {
     path: PathBuf,
     file: File,
+    /// TensorBoard events of the same rows, and the row key giving the step.
+    tensorboard: Option<(EventWriter, String)>,
 }
 
 impl MetricsSink {
@@ -33,7 +36,23 @@ impl MetricsSink {
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            tensorboard: None,
         })
+    }
+
+    /// Also writes every row's numeric leaves as TensorBoard scalars (tags
+    /// are key paths joined with `/`, see [`scalar_leaves`]), at the step
+    /// the row's `step_key` holds, into a new event file in the metrics
+    /// file's folder: `tensorboard --logdir` on that folder, or a parent,
+    /// shows the run live.
+    pub fn with_tensorboard(mut self, step_key: &str) -> Result<Self> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        self.tensorboard = Some((EventWriter::create(dir)?, step_key.to_string()));
+        Ok(self)
     }
 
     /// The file rows go to.
@@ -54,7 +73,18 @@ impl MetricsSink {
             .map_err(|source| Error::Io {
                 path: self.path.clone(),
                 source,
-            })
+            })?;
+        if let Some((events, step_key)) = &mut self.tensorboard {
+            let value = serde_json::to_value(row).map_err(|source| Error::Json {
+                path: events.path().to_path_buf(),
+                source,
+            })?;
+            let step = value
+                .get(step_key.as_str())
+                .and_then(serde_json::Value::as_i64);
+            events.scalars(step.unwrap_or(0), &scalar_leaves(&value))?;
+        }
+        Ok(())
     }
 }
 

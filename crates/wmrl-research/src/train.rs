@@ -274,7 +274,8 @@ impl Trainer {
         let world_model = TextWorldModel::new(&adapter, scorer);
         let anchors = wmrl_report::MetricsSink::append(&run_dir.join("anchors.jsonl"))?;
         let executor = SandboxExecutor::new(&adapter, runner, runtime, Some(anchors));
-        let metrics = wmrl_report::MetricsSink::append(&run_dir.join("metrics.jsonl"))?;
+        let metrics = wmrl_report::MetricsSink::append(&run_dir.join("metrics.jsonl"))?
+            .with_tensorboard("step")?;
         Ok(Self {
             config,
             core,
