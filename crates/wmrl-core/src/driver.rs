@@ -12,7 +12,7 @@ use crate::advantage::Stream;
 use crate::config::CoreConfig;
 use crate::diagnostics::StepDiagnostics;
 use crate::error::Component;
-use crate::fuse::{Core, GroupInput};
+use crate::fuse::GroupInput;
 use crate::rng::{derive_seed, purpose};
 use crate::sampling::{SamplingCounts, is_informative};
 use crate::schedule::{AnchorPlan, TaskId};
@@ -20,6 +20,7 @@ use crate::seams::{
     Adapter, AnchorExecutor, Batch, BatchSample, EpisodeRequest, ExecutedEpisode, Execution,
     Imagined, Policy, WorldModel,
 };
+use crate::state::Core;
 use crate::{Error, Result};
 
 /// What a step did, beyond the core's diagnostics.

@@ -17,6 +17,7 @@
 //! - computes group-relative advantages ([`advantage`]) and per-sample
 //!   loss weights for the learner ([`fuse`]), with diagnostics
 //!   ([`diagnostics`]) for every step;
+//! - keeps its state across steps in one checkpointable value ([`state`]);
 //! - defines the seams a domain implements ([`seams`]) and a generic
 //!   training step over them ([`driver`]).
 //!
@@ -37,6 +38,7 @@ pub mod rng;
 pub mod sampling;
 pub mod schedule;
 pub mod seams;
+pub mod state;
 pub mod weights;
 
 pub use advantage::{AdvantageOptions, Stream, group_advantages};
@@ -46,9 +48,10 @@ pub use denoise::{DenoiseConfig, NoiseEstimate};
 pub use diagnostics::StepDiagnostics;
 pub use driver::{StepPlan, StepReport, step};
 pub use error::{Component, Error, Result};
-pub use fuse::{Core, GroupInput, SampleOut, StepOutput};
+pub use fuse::{GroupInput, SampleOut, StepOutput};
 pub use isotonic::IsotonicFit;
 pub use mode::Mode;
 pub use sampling::{DynamicSampling, SamplingCounts};
 pub use schedule::{AnchorPlan, TaskId};
+pub use state::Core;
 pub use weights::{Fallback, StreamWeights, WeightRule};

@@ -64,10 +64,11 @@ impl ExecutorSettings {
                 None if k == 0 => "at least 1 (the actions executed per chunk)".to_string(),
                 _ => continue,
             };
-            return Err(Error::Config {
-                origin: format!("field `{field}`"),
-                message: format!("expected {expected}, found {k}"),
-            });
+            return Err(wmrl_config::Error::invalid(
+                format!("field `{field}`"),
+                format!("expected {expected}, found {k}"),
+            )
+            .into());
         }
         Ok(())
     }
@@ -154,10 +155,7 @@ impl TrainConfig {
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, message: String| {
-            Err(Error::Config {
-                origin: format!("field `{field}`"),
-                message,
-            })
+            Err(wmrl_config::Error::invalid(format!("field `{field}`"), message).into())
         };
         self.core.validate()?;
         self.grpo.validate()?;
@@ -220,11 +218,15 @@ impl TrainConfig {
 
     /// The text of a config shipped with the binary: `demo` (the demo's run).
     pub fn shipped(name: &str) -> Option<&'static str> {
-        match name {
-            "demo" => Some(include_str!("../configs/demo.toml")),
-            _ => None,
-        }
+        Self::SHIPPED_CONFIGS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| *text)
     }
+
+    /// The shipped run configs: `(name, TOML text)`.
+    pub const SHIPPED_CONFIGS: &'static [(&'static str, &'static str)] =
+        &[("demo", include_str!("../configs/demo.toml"))];
 
     /// Reads the resolved config a run saved (`config.json`), checked as strictly.
     pub fn read_resolved(path: &Path) -> Result<Self> {
@@ -232,9 +234,9 @@ impl TrainConfig {
             path: path.into(),
             source,
         })?;
-        let config: Self = serde_json::from_str(&text).map_err(|e| Error::Config {
+        let config: Self = serde_json::from_str(&text).map_err(|e| wmrl_config::Error::Parse {
             origin: path.display().to_string(),
-            message: e.to_string(),
+            source: e.into(),
         })?;
         config.validate()?;
         Ok(config)
@@ -242,22 +244,15 @@ impl TrainConfig {
 
     /// Parses TOML (or JSON5, `json` = true) text, applies overrides, validates.
     pub fn parse(text: &str, origin: &str, json: bool, overrides: &[String]) -> Result<Self> {
-        let err = |message: String| Error::Config {
-            origin: origin.into(),
-            message,
-        };
-        let mut table: toml::Table = if json {
-            let value: serde_json::Value = json5::from_str(text).map_err(|e| err(e.to_string()))?;
-            toml::Table::try_from(value).map_err(|e| err(e.to_string()))?
-        } else {
-            toml::from_str(text).map_err(|e| err(e.to_string()))?
-        };
-        for set in overrides {
-            wmrl_vla::config::apply_override(&mut table, set)?;
+        let mut source = wmrl_config::Source::text(text, origin);
+        if json {
+            source.format = wmrl_config::Format::Json5;
         }
-        let config: Self = table
-            .try_into()
-            .map_err(|e: toml::de::Error| err(e.to_string()))?;
+        Self::from_source(&source, overrides)
+    }
+
+    fn from_source(source: &wmrl_config::Source, overrides: &[String]) -> Result<Self> {
+        let config: Self = wmrl_config::parse(source, overrides)?;
         config.validate()?;
         Ok(config)
     }
@@ -265,30 +260,13 @@ impl TrainConfig {
     /// Loads a config file (`.toml`, or `.json` / `.json5` as JSON5) or a
     /// shipped config by name (`demo`); `None` gives the defaults.
     pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
-        match path {
-            None => Self::parse("", "defaults", false, overrides),
-            // A folder of that name (the demo's `runs/demo`, say) does not hide
-            // a shipped config; a file does.
-            Some(path) if !path.is_file() && Self::shipped(&path.to_string_lossy()).is_some() => {
-                let text = Self::shipped(&path.to_string_lossy()).unwrap_or_default();
-                Self::parse(
-                    text,
-                    &format!("shipped config `{}`", path.display()),
-                    false,
-                    overrides,
-                )
-            }
+        let source = match path {
+            None => wmrl_config::Source::text("", "defaults"),
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                    path: path.into(),
-                    source,
-                })?;
-                let json = path
-                    .extension()
-                    .is_some_and(|e| e == "json" || e == "json5");
-                Self::parse(&text, &path.display().to_string(), json, overrides)
+                wmrl_config::Source::find(&path.to_string_lossy(), Self::SHIPPED_CONFIGS)?
             }
-        }
+        };
+        Self::from_source(&source, overrides)
     }
 }
 
@@ -310,12 +288,12 @@ mod tests {
         };
         assert!(with("wmrl", "twin").is_ok());
         assert!(with("wm-only", "replay").is_ok(), "no anchors to pair");
-        let err = with("wmrl", "replay").unwrap_err().to_string();
+        let err = wmrl_config::chain(&with("wmrl", "replay").unwrap_err());
         assert!(
             err.contains("imagine_prefix_chunks") && err.contains("twin"),
             "{err}"
         );
-        let err = with("ppi", "twin").unwrap_err().to_string();
+        let err = wmrl_config::chain(&with("ppi", "twin").unwrap_err());
         assert!(
             err.contains("imagine_prefix_chunks") && err.contains("ppi"),
             "{err}"
@@ -330,7 +308,7 @@ mod tests {
             )
         };
         assert!(train_imagined("4").is_ok());
-        let err = train_imagined("0").unwrap_err().to_string();
+        let err = wmrl_config::chain(&train_imagined("0").unwrap_err());
         assert!(
             err.contains("train_imagined_chunks") && err.contains("imagine_prefix_chunks = 0"),
             "{err}"
@@ -340,14 +318,12 @@ mod tests {
     #[test]
     fn strides_are_checked_with_the_field_named() {
         let parse = |set: &str| TrainConfig::parse("", "run.toml", false, &[set.into()]);
-        let err = parse("executor.execute_steps=0").unwrap_err().to_string();
+        let err = wmrl_config::chain(&parse("executor.execute_steps=0").unwrap_err());
         assert!(
             err.contains("executor.execute_steps") && err.contains("found 0"),
             "{err}"
         );
-        let err = parse("executor.eval_execute_steps=0")
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(&parse("executor.eval_execute_steps=0").unwrap_err());
         assert!(err.contains("executor.eval_execute_steps"), "{err}");
         let c = parse("executor.execute_steps=2").unwrap();
         assert_eq!(
@@ -355,7 +331,7 @@ mod tests {
             Some(2),
             "evaluation follows training"
         );
-        let err = c.executor.check_strides(Some(1)).unwrap_err().to_string();
+        let err = wmrl_config::chain(&c.executor.check_strides(Some(1)).unwrap_err());
         assert!(
             err.contains("executor.execute_steps") && err.contains("1..=1"),
             "{err}"
@@ -375,17 +351,18 @@ mod tests {
         assert_eq!((c.iterations, c.executor.envs), (3, 2));
         assert_eq!(c.core.mode, wmrl_core::Mode::Ppi);
         assert_eq!((c.grpo.lr, c.grpo.clip_bounds()), (1e-4, (0.2, 0.28)));
-        let err = TrainConfig::parse("iteratons = 3\n", "t.toml", false, &[])
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(
+            &TrainConfig::parse("iteratons = 3\n", "t.toml", false, &[]).unwrap_err(),
+        );
         assert!(err.contains("iteratons") && err.contains("t.toml"), "{err}");
-        let err = TrainConfig::parse("tasks = [12]\n", "t.toml", false, &[])
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(
+            &TrainConfig::parse("tasks = [12]\n", "t.toml", false, &[]).unwrap_err(),
+        );
         assert!(err.contains("tasks"), "{err}");
-        let err = TrainConfig::parse("[core]\nanchor_scoring = \"twins\"\n", "t.toml", false, &[])
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(
+            &TrainConfig::parse("[core]\nanchor_scoring = \"twins\"\n", "t.toml", false, &[])
+                .unwrap_err(),
+        );
         assert!(
             err.contains("twins")
                 && err.contains("expected `replay` or `twin`")

@@ -6,13 +6,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A config value or file is invalid.
-    #[error("training config {origin}: {message}")]
-    Config {
-        /// Where (file, `--set`, field).
-        origin: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    Config(#[from] wmrl_config::Error),
     /// The policy side.
     #[error(transparent)]
     Vla(#[from] wmrl_vla::Error),

@@ -356,10 +356,11 @@ pub fn run(
 ) -> Result<ExperimentReport> {
     plan.config.validate()?;
     if plan.modes.is_empty() || plan.seeds.is_empty() {
-        return Err(Error::Config {
-            origin: "experiment".into(),
-            message: "expected at least one mode and one seed".into(),
-        });
+        return Err(wmrl_config::Error::invalid(
+            "experiment",
+            "expected at least one mode and one seed",
+        )
+        .into());
     }
     let mut runs = Vec::new();
     for &seed in &plan.seeds {

@@ -168,11 +168,12 @@ impl VlaTrainer {
     ) -> Result<Self> {
         config.validate()?;
         if run_dir.join("metrics.jsonl").exists() || run_dir.join(CHECKPOINTS_DIR).exists() {
-            return Err(Error::Config {
-                origin: run_dir.display().to_string(),
-                message: "already holds a training run; choose another folder, or continue it with `wmrl train --resume`"
-                    .into(),
-            });
+            return Err(wmrl_config::Error::invalid(
+                run_dir.display().to_string(),
+                "already holds a training run; choose another folder, or continue it with `wmrl train --resume`"
+                    ,
+            )
+            .into());
         }
         std::fs::create_dir_all(run_dir).map_err(|source| Error::Io {
             path: run_dir.into(),
@@ -395,13 +396,14 @@ impl VlaTrainer {
     pub fn extend_to(&mut self, iterations: u64) -> Result<()> {
         let completed = self.completed_iterations();
         if iterations < completed {
-            return Err(Error::Config {
-                origin: "field `iterations`".into(),
-                message: format!(
+            return Err(wmrl_config::Error::invalid(
+                "field `iterations`",
+                format!(
                     "expected at least the {completed} iterations the run in {} has completed, found {iterations}",
                     self.run_dir.display()
                 ),
-            });
+            )
+            .into());
         }
         if iterations != self.config.iterations {
             let mut config = self.config.clone();

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// Uniform bins on `[low, high]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -47,13 +47,14 @@ impl ActionBinning {
     pub fn validate(&self) -> Result<()> {
         if self.bins < 2 || self.low >= self.high || !self.low.is_finite() || !self.high.is_finite()
         {
-            return Err(Error::Config {
-                origin: "model.action.binning".into(),
-                message: format!(
+            return Err(wmrl_config::Error::invalid(
+                "model.action.binning",
+                format!(
                     "expected bins ≥ 2 and finite low < high, got bins {} on [{}, {}]",
                     self.bins, self.low, self.high
                 ),
-            });
+            )
+            .into());
         }
         Ok(())
     }

@@ -6,12 +6,10 @@
 //! `cpu` (a larger CPU model) and `gpu` (a CUDA workstation).
 //! `key=value` overrides (`train.steps=500`) are applied before validation.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
+use crate::Result;
 use crate::binning::ActionBinning;
-use crate::{Error, Result};
 
 /// The shipped configs, by name.
 pub const SHIPPED_CONFIGS: [(&str, &str); 4] = [
@@ -141,12 +139,7 @@ impl Default for ModelConfig {
 impl ModelConfig {
     /// Checks the values that serde cannot.
     pub fn validate(&self) -> Result<()> {
-        let bad = |message: String| {
-            Err(Error::Config {
-                origin: "model".into(),
-                message,
-            })
-        };
+        let bad = |message: String| Err(wmrl_config::Error::invalid("model", message).into());
         let positive = [
             ("image_size", self.image_size),
             ("vision.embed_dim", self.vision.embed_dim),
@@ -281,12 +274,7 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// Checks the values that serde cannot.
     pub fn validate(&self) -> Result<()> {
-        let bad = |message: String| {
-            Err(Error::Config {
-                origin: "train".into(),
-                message,
-            })
-        };
+        let bad = |message: String| Err(wmrl_config::Error::invalid("train", message).into());
         if self.steps == 0 || self.batch_size <= 0 {
             return bad("`steps` and `batch_size` must be positive".into());
         }
@@ -343,84 +331,23 @@ pub struct VlaConfig {
 impl VlaConfig {
     /// Parses TOML text, applies `key=value` overrides, and validates.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Self> {
-        let mut value: toml::Table = toml::from_str(text).map_err(|e| Error::Config {
-            origin: origin.into(),
-            message: e.to_string(),
-        })?;
-        for set in overrides {
-            apply_override(&mut value, set)?;
-        }
-        let config: Self = value
-            .try_into()
-            .map_err(|e: toml::de::Error| Error::Config {
-                origin: origin.into(),
-                message: e.to_string(),
-            })?;
-        config.model.validate()?;
-        config.train.validate()?;
-        Ok(config)
+        Self::parse(&wmrl_config::Source::text(text, origin), overrides)
     }
 
     /// Loads a shipped config by name (`tiny`, `small`, `cpu`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
-        let (text, origin) = shipped_or_file(name_or_path, &SHIPPED_CONFIGS)?;
-        Self::from_toml(&text, &origin, overrides)
+        Self::parse(
+            &wmrl_config::Source::find(name_or_path, &SHIPPED_CONFIGS)?,
+            overrides,
+        )
     }
-}
 
-/// The text and origin of a config given as a shipped name (one of
-/// `shipped`: `(name, text)`) or as a path to a file.
-pub fn shipped_or_file(name_or_path: &str, shipped: &[(&str, &str)]) -> Result<(String, String)> {
-    if let Some((_, text)) = shipped.iter().find(|(name, _)| *name == name_or_path) {
-        return Ok((text.to_string(), format!("`{name_or_path}` (shipped)")));
+    fn parse(source: &wmrl_config::Source, overrides: &[String]) -> Result<Self> {
+        let config: Self = wmrl_config::parse(source, overrides)?;
+        config.model.validate()?;
+        config.train.validate()?;
+        Ok(config)
     }
-    let path = Path::new(name_or_path);
-    let text = std::fs::read_to_string(path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            let names: Vec<&str> = shipped.iter().map(|(n, _)| *n).collect();
-            Error::Config {
-                origin: name_or_path.into(),
-                message: format!(
-                    "no such file, and not a shipped config name ({})",
-                    names.join(", ")
-                ),
-            }
-        } else {
-            Error::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        }
-    })?;
-    Ok((text, path.display().to_string()))
-}
-
-/// Applies one `a.b.c=value` override (from `--set`) to a parsed TOML table;
-/// the value is parsed as TOML, else taken as a string.
-pub fn apply_override(table: &mut toml::Table, set: &str) -> Result<()> {
-    let bad = |message: String| Error::Config {
-        origin: format!("--set {set}"),
-        message,
-    };
-    let (key, raw) = set
-        .split_once('=')
-        .ok_or_else(|| bad("expected KEY=VALUE".into()))?;
-    let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-    let parts: Vec<&str> = key.trim().split('.').collect();
-    let (last, parents) = parts.split_last().ok_or_else(|| bad("empty key".into()))?;
-    let mut current = table;
-    for part in parents {
-        current = current
-            .entry(part.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            .as_table_mut()
-            .ok_or_else(|| bad(format!("`{part}` is not a table")))?;
-    }
-    current.insert(last.to_string(), value);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -449,13 +376,12 @@ mod tests {
         .unwrap();
         assert_eq!(config.train.steps, 7);
         assert_eq!(config.model.vision.embed_dim, 12);
-        let err = VlaConfig::load("tiny", &["train.stepz=7".into()])
-            .unwrap_err()
-            .to_string();
+        let err =
+            wmrl_config::chain(&VlaConfig::load("tiny", &["train.stepz=7".into()]).unwrap_err());
         assert!(err.contains("stepz"), "{err}");
-        let err = VlaConfig::load("tiny", &["model.text.heads=5".into()])
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(
+            &VlaConfig::load("tiny", &["model.text.heads=5".into()]).unwrap_err(),
+        );
         assert!(err.contains("must divide"), "{err}");
     }
 }

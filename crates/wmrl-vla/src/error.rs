@@ -7,13 +7,8 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A configuration file or value is invalid.
-    #[error("config {origin}: {message}")]
-    Config {
-        /// The file (or `--set` override) the value came from.
-        origin: String,
-        /// What is wrong and what was expected.
-        message: String,
-    },
+    #[error(transparent)]
+    Config(#[from] wmrl_config::Error),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::Result;
 
 const SHIPPED_CONFIGS: [(&str, &str); 4] = [
     ("tiny", include_str!("../configs/tiny.toml")),
@@ -97,10 +97,11 @@ impl WmConfig {
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, expected: &str, found: String| {
-            Err(Error::Config {
-                origin: format!("field `{field}`"),
-                message: format!("expected {expected}, found {found}"),
-            })
+            Err(wmrl_config::Error::invalid(
+                format!("field `{field}`"),
+                format!("expected {expected}, found {found}"),
+            )
+            .into())
         };
         let m = &self.model;
         for (field, v) in [
@@ -168,27 +169,21 @@ impl WmConfig {
 
     /// Parses TOML text, applies `key=value` overrides, and validates.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Self> {
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| Error::Config {
-            origin: origin.into(),
-            message: e.to_string(),
-        })?;
-        for set in overrides {
-            wmrl_vla::config::apply_override(&mut table, set)?;
-        }
-        let config: Self = table
-            .try_into()
-            .map_err(|e: toml::de::Error| Error::Config {
-                origin: origin.into(),
-                message: e.to_string(),
-            })?;
-        config.validate()?;
-        Ok(config)
+        Self::parse(&wmrl_config::Source::text(text, origin), overrides)
     }
 
-    /// Loads a shipped config by name (`tiny`, `cpu`, `gpu`) or a TOML file by path.
+    /// Loads a shipped config by name (`tiny`, `cpu`, `small`, `gpu`) or a TOML file by path.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Self> {
-        let (text, origin) = wmrl_vla::config::shipped_or_file(name_or_path, &SHIPPED_CONFIGS)?;
-        Self::from_toml(&text, &origin, overrides)
+        Self::parse(
+            &wmrl_config::Source::find(name_or_path, &SHIPPED_CONFIGS)?,
+            overrides,
+        )
+    }
+
+    fn parse(source: &wmrl_config::Source, overrides: &[String]) -> Result<Self> {
+        let config: Self = wmrl_config::parse(source, overrides)?;
+        config.validate()?;
+        Ok(config)
     }
 }
 
@@ -205,13 +200,12 @@ mod tests {
         }
         let c = WmConfig::load("tiny", &["train.steps=3".into()]).unwrap();
         assert_eq!(c.train.steps, 3);
-        let err = WmConfig::load("tiny", &["train.stepz=3".into()])
-            .unwrap_err()
-            .to_string();
+        let err =
+            wmrl_config::chain(&WmConfig::load("tiny", &["train.stepz=3".into()]).unwrap_err());
         assert!(err.contains("stepz"), "{err}");
-        let err = WmConfig::load("tiny", &["imagine.success_threshold=0".into()])
-            .unwrap_err()
-            .to_string();
+        let err = wmrl_config::chain(
+            &WmConfig::load("tiny", &["imagine.success_threshold=0".into()]).unwrap_err(),
+        );
         assert!(err.contains("imagine.success_threshold"), "{err}");
     }
 }

@@ -209,15 +209,10 @@ fn crossing_ratio(
 /// The default research training config with `KEY=VALUE` overrides applied
 /// (unknown keys and ill-typed values are rejected, naming the key).
 fn config_with_overrides(overrides: &[String]) -> anyhow::Result<TrainConfig> {
-    let mut table = toml::Table::try_from(TrainConfig::default())
-        .context("serialising the default research config")?;
-    for set in overrides {
-        wmrl_vla::config::apply_override(&mut table, set)?;
-    }
-    let config: TrainConfig = table
-        .try_into()
-        .with_context(|| format!("research config overrides {}", overrides.join(" ")))?;
-    Ok(config)
+    Ok(wmrl_config::with_overrides(
+        &TrainConfig::default(),
+        overrides,
+    )?)
 }
 
 pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// Settings of the GRPO learner (every field has a default).
 ///
@@ -105,10 +105,11 @@ impl GrpoConfig {
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, expected: &str, found: f64| {
-            Err(Error::Config {
-                origin: format!("GRPO field `{field}`"),
-                message: format!("expected {expected}, found {found}"),
-            })
+            Err(wmrl_config::Error::invalid(
+                format!("GRPO field `{field}`"),
+                format!("expected {expected}, found {found}"),
+            )
+            .into())
         };
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return bad("lr", "a finite number > 0", self.lr);

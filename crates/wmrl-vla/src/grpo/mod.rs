@@ -168,10 +168,11 @@ impl VlaLearner {
     /// are those of softmax(logits / T). Fails unless T is finite and > 0.
     pub fn with_sampling_temperature(mut self, temperature: f64) -> Result<Self> {
         if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(Error::Config {
-                origin: "GRPO sampling temperature".into(),
-                message: format!("expected a finite number > 0, found {temperature}"),
-            });
+            return Err(wmrl_config::Error::invalid(
+                "GRPO sampling temperature",
+                format!("expected a finite number > 0, found {temperature}"),
+            )
+            .into());
         }
         self.temperature = temperature;
         Ok(self)

@@ -246,14 +246,15 @@ impl VlaPolicy {
     /// if the policy has one already or `hidden` is not positive.
     pub fn add_latent_adapter(&mut self, hidden: i64) -> Result<()> {
         if self.adapter.is_some() || hidden <= 0 {
-            return Err(Error::Config {
-                origin: "model.latent_adapter".into(),
-                message: format!(
+            return Err(wmrl_config::Error::invalid(
+                "model.latent_adapter",
+                format!(
                     "expected a positive width for a policy without an adapter, found {hidden} \
                      for a policy with adapter width {}",
                     self.config.latent_adapter
                 ),
-            });
+            )
+            .into());
         }
         let root = self.vs.root();
         self.adapter = Some(LatentAdapter::new(
