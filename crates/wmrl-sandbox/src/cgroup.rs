@@ -103,6 +103,14 @@ fn mkdir(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Whether this process can create (and remove) a child group of `parent`.
+fn can_create_in(parent: &Path) -> std::result::Result<(), String> {
+    let probe = parent.join(format!("probe-{}", std::process::id()));
+    mkdir(&probe).map_err(|e| format!("cannot create groups in {}: {e}", parent.display()))?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
 /// Enables `memory pids cpu` for the children of `group`.
 fn enable_controllers(group: &Path) -> std::result::Result<(), String> {
     let control = group.join("cgroup.subtree_control");
@@ -133,7 +141,9 @@ impl CgroupSupport {
                 .iter()
                 .all(|c| controllers.split_whitespace().any(|h| h == *c));
             let attempt = if let Some(parent) = configured {
-                enable_controllers(parent).map(|()| parent.to_path_buf())
+                enable_controllers(parent)
+                    .and_then(|()| can_create_in(parent))
+                    .map(|()| parent.to_path_buf())
             } else if !all {
                 Err(format!(
                     "cgroup v2 at {} offers `{}`, not memory, pids and cpu (they are bound to v1)",
@@ -145,6 +155,7 @@ impl CgroupSupport {
                 enable_controllers(mount)
                     .and_then(|()| mkdir(&parent).map_err(|e| format!("{}: {e}", parent.display())))
                     .and_then(|()| enable_controllers(&parent))
+                    .and_then(|()| can_create_in(&parent))
                     .map(|()| parent)
             };
             match attempt {
@@ -155,7 +166,8 @@ impl CgroupSupport {
         let find = |name: &str| {
             let (_, point) = v1.iter().find(|(c, _)| c == name)?;
             let parent = point.join(own_group(name)?).join("wmrl-sandbox");
-            mkdir(&parent).ok().map(|()| parent)
+            mkdir(&parent).ok()?;
+            can_create_in(&parent).ok().map(|()| parent)
         };
         match (find("memory"), find("pids")) {
             (Some(memory), Some(pids)) => {

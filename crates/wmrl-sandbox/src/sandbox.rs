@@ -184,6 +184,8 @@ impl Sandbox {
                 .isolation = candidate;
             match sandbox.probe().await {
                 Ok(()) => break,
+                // A misconfigured folder is an error to fix, not a reason to isolate less.
+                Err(err @ Error::UnsafeFolder { .. }) => return Err(err),
                 Err(err) => failures.push(format!("{candidate:?}: {err}")),
             }
         }
