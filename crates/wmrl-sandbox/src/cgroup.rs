@@ -249,7 +249,8 @@ impl RunCgroup {
             },
         };
         let memory = limits.memory.to_string();
-        let pids = limits.processes.to_string();
+        // The run's own starter and init count too.
+        let pids = (limits.processes + 2).to_string();
         let period = 100_000u64;
         let quota = (limits.cpus * period as f64).round() as u64;
         let mut settings: Vec<(PathBuf, String, bool)> = Vec::new();

@@ -80,6 +80,17 @@ async fn exited(pid: i32) {
     .await;
 }
 
+/// A run's host folder, removed whatever way the run ends.
+struct RunDir(std::path::PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_dir_all(&self.0) {
+            warn!(dir = %self.0.display(), %err, "could not remove a run folder");
+        }
+    }
+}
+
 async fn join_capture(handle: tokio::task::JoinHandle<Captured>, wait: Duration) -> Captured {
     match tokio::time::timeout(wait, handle).await {
         Ok(Ok(captured)) => captured,
@@ -118,6 +129,7 @@ pub(crate) async fn run_as(
         std::fs::remove_dir_all(&run_dir).map_err(io_err(&run_dir))?;
     }
     files::fresh_dir(&run_dir)?;
+    let _remove = RunDir(run_dir.clone());
     files::fresh_dir(&work)?;
     files::fresh_dir(&new_root)?;
     let mut inputs = Vec::new();
@@ -235,9 +247,6 @@ pub(crate) async fn run_as(
         }
     }
     drop(work_fd);
-    if let Err(err) = std::fs::remove_dir_all(&run_dir) {
-        warn!(dir = %run_dir.display(), %err, "could not remove a run folder");
-    }
     let uid = match mode {
         JailMode::Root { uid, .. } => Some(uid),
         _ => None,

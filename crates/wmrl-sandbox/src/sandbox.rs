@@ -123,7 +123,11 @@ fn is_root() -> bool {
 
 impl Sandbox {
     /// Creates the sandbox and finds which isolation works here by running
-    /// `true` in the strongest available jail.
+    /// `true` in the strongest available jail (root, then user namespace).
+    ///
+    /// Fails with [`Error::NoIsolation`] where neither works, unless
+    /// `require_isolation` is off; with [`Error::UnsafeFolder`] where the
+    /// scratch or lease folder could be controlled by someone else.
     pub async fn new(mut config: SandboxConfig) -> Result<Self> {
         if !config.program.is_file() {
             return Err(Error::MissingProgram {

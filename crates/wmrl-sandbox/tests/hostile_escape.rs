@@ -228,3 +228,37 @@ async fn nested_namespaces_mounts_and_ptrace_are_refused() {
     );
     assert_host_clean(&sandbox, &report, &m);
 }
+
+#[tokio::test]
+async fn faked_outputs_are_not_collected() {
+    // The score is computed on the host from the collected files: a link to
+    // something the host can read, a FIFO that would block the reader, or a
+    // file larger than asked for must not come back as a submission.
+    let Some(sandbox) = python_sandbox(small()).await else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let secret = host.path().join("answers.csv");
+    std::fs::write(&secret, "the answers").unwrap();
+    let m = marker("fake");
+    let script = format!(
+        "import os\nos.symlink({secret:?}, 'link.csv')\nos.symlink('/etc/passwd', 'passwd.csv')\n\
+         os.mkfifo('fifo.csv')\nopen('big.csv', 'wb').write(b'x' * 100000)\n",
+        secret = secret.display().to_string()
+    );
+    let mut fake = job(&m, &script);
+    fake.collect = ["link.csv", "passwd.csv", "fifo.csv", "big.csv"]
+        .map(String::from)
+        .to_vec();
+    fake.collect_max_bytes = 1000;
+    let report = run(&sandbox, fake).await;
+    assert!(report.succeeded(), "{report:?}");
+    let names: Vec<&str> = report.files.keys().map(String::as_str).collect();
+    assert_eq!(names, ["big.csv"], "only the regular file comes back");
+    assert_eq!(
+        report.files["big.csv"].len(),
+        1000,
+        "and only as much as asked"
+    );
+    assert_host_clean(&sandbox, &report, &m);
+}

@@ -38,7 +38,7 @@ async fn a_lease_folder_others_can_write_is_refused_as_root() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let config = SandboxConfig {
-        scratch: tempfile::tempdir().unwrap().keep(),
+        scratch: dir.path().join("scratch"),
         lease_dir: dir.path().to_path_buf(),
         ..SandboxConfig::new("/bin/sh")
     };

@@ -56,18 +56,35 @@ pub fn small() -> Limits {
     }
 }
 
+/// A sandbox and its scratch folder (removed with it).
+pub struct Jail {
+    pub sandbox: Sandbox,
+    _scratch: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Jail {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.sandbox
+    }
+}
+
 /// A sandbox running `program`; `None` (after saying why) when this machine
 /// isolates nothing, since every hostile case needs the jail.
-pub async fn sandbox(program: &Path, read_only: Vec<PathBuf>, limits: Limits) -> Option<Sandbox> {
+pub async fn sandbox(program: &Path, read_only: Vec<PathBuf>, limits: Limits) -> Option<Jail> {
+    let scratch = tempfile::tempdir().unwrap();
     let config = SandboxConfig {
         read_only,
-        scratch: tempfile::tempdir().unwrap().keep(),
+        scratch: scratch.path().join("scratch"),
         limits,
         max_concurrent: 2,
         ..SandboxConfig::new(program)
     };
     match Sandbox::new(config).await {
-        Ok(s) => Some(s),
+        Ok(sandbox) => Some(Jail {
+            sandbox,
+            _scratch: scratch,
+        }),
         Err(wmrl_sandbox::Error::NoIsolation { reason }) => {
             eprintln!("skipped: no isolation on this machine ({reason})");
             None
@@ -77,12 +94,12 @@ pub async fn sandbox(program: &Path, read_only: Vec<PathBuf>, limits: Limits) ->
 }
 
 /// A sandbox around `/bin/sh`.
-pub async fn shell(limits: Limits) -> Option<Sandbox> {
+pub async fn shell(limits: Limits) -> Option<Jail> {
     sandbox(Path::new("/bin/sh"), Vec::new(), limits).await
 }
 
 /// A sandbox around Python; `None` (after saying why) without one.
-pub async fn python_sandbox(limits: Limits) -> Option<Sandbox> {
+pub async fn python_sandbox(limits: Limits) -> Option<Jail> {
     let Some(python) = python() else {
         eprintln!("skipped: no python3 on this machine");
         return None;
@@ -166,7 +183,19 @@ pub fn assert_host_clean(sandbox: &Sandbox, report: &RunReport, marker: &str) {
     assert!(runs.is_empty(), "run folders left in {}", scratch.display());
 }
 
-/// Runs `job` and returns the report (the machine's own failures panic).
+/// Runs `job` and returns the report (the machine's own failures panic);
+/// prints one line of what happened (`--nocapture` shows them).
 pub async fn run(sandbox: &Sandbox, job: Job) -> RunReport {
-    sandbox.run(job).await.expect("the sandbox itself works")
+    let case = job.args.first().map(|a| a.to_string_lossy().into_owned());
+    let report = sandbox.run(job).await.expect("the sandbox itself works");
+    eprintln!(
+        "outcome: {} | {:?} | limit {:?} | {:.2} s | {:?}, cgroups {}",
+        case.unwrap_or_default(),
+        report.termination,
+        report.limit_hit,
+        report.wall_time.as_secs_f64(),
+        report.isolation,
+        sandbox.cgroups().is_available()
+    );
+    report
 }
