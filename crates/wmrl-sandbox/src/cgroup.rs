@@ -47,7 +47,11 @@ pub enum CgroupSupport {
 
 /// Mount points of cgroup v2 and of the v1 controllers, from `/proc/self/mountinfo`.
 fn mounts() -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+}
+
+/// [`mounts`] from the text of a `mountinfo` file.
+fn parse_mounts(info: &str) -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
     let (mut v2, mut v1) = (None, Vec::new());
     for line in info.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
@@ -76,7 +80,14 @@ fn mounts() -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
 
 /// This process's group in the hierarchy named `controller` ("" for v2).
 fn own_group(controller: &str) -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    parse_own_group(
+        &std::fs::read_to_string("/proc/self/cgroup").ok()?,
+        controller,
+    )
+}
+
+/// [`own_group`] from the text of a `/proc/<pid>/cgroup` file.
+fn parse_own_group(text: &str, controller: &str) -> Option<PathBuf> {
     text.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -337,5 +348,49 @@ impl RunCgroup {
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unified_and_hybrid_hierarchies_are_read_off_mountinfo() {
+        let unified = "35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            parse_mounts(unified),
+            (Some(PathBuf::from("/sys/fs/cgroup")), vec![])
+        );
+        let hybrid = "30 25 0:26 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                      31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n\
+                      32 25 0:28 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        let (v2, v1) = parse_mounts(hybrid);
+        assert_eq!(v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(
+            v1,
+            vec![
+                ("memory".to_string(), PathBuf::from("/sys/fs/cgroup/memory")),
+                (
+                    "cpu".to_string(),
+                    PathBuf::from("/sys/fs/cgroup/cpu,cpuacct")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_own_group_is_read_per_hierarchy() {
+        let text = "4:memory:/jobs/a\n2:cpu,cpuacct:/\n0::/user.slice/x.scope\n";
+        assert_eq!(
+            parse_own_group(text, "memory"),
+            Some(PathBuf::from("jobs/a"))
+        );
+        assert_eq!(parse_own_group(text, "cpu"), Some(PathBuf::from("")));
+        assert_eq!(
+            parse_own_group(text, ""),
+            Some(PathBuf::from("user.slice/x.scope"))
+        );
+        assert_eq!(parse_own_group(text, "pids"), None);
     }
 }

@@ -48,7 +48,9 @@ impl std::fmt::Display for Isolation {
         f.write_str(match self {
             Isolation::Root => "root (namespaces, pivot_root, per-run uid)",
             Isolation::UserNamespace => "user namespace (namespaces, pivot_root, caller's uid)",
-            Isolation::Bare => "bare (rlimits only: NO filesystem or network isolation)",
+            Isolation::Bare => {
+                "bare (rlimits, filter, wall clock: NO filesystem or network isolation)"
+            }
         })
     }
 }

@@ -4,8 +4,8 @@
 //! - [`Sandbox`]: the runner (bounded concurrency, per-run jail, kill of
 //!   everything a run left behind); [`SandboxConfig`] and [`Limits`] set it up.
 //! - [`isolation`]: what this machine allows (root / user namespace / bare) and
-//!   the jail plan of a run; [`jail`](crate::jail) and [`jail_fs`](crate::jail_fs):
-//!   the child's set-up between `fork` and `exec`; [`seccomp`](crate::seccomp):
+//!   the jail plan of a run; `jail` and `jail_fs`:
+//!   the child's set-up between `fork` and `exec`; `seccomp`:
 //!   its system-call filter.
 //! - [`cgroup`]: a cgroup per run (memory, processes, CPU of the run as a
 //!   whole); [`uids`]: the per-run uids of root mode and their sweep.

@@ -1,5 +1,5 @@
 //! [`Sandbox`]: runs jobs (a program, its arguments and input files) each in a
-//! fresh folder under the jail of [`crate::jail`], at most `max_concurrent` at
+//! fresh folder under the jail of `jail`, at most `max_concurrent` at
 //! a time (a tokio semaphore), and reports how each ended.
 
 use std::ffi::OsString;
