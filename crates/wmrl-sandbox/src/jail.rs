@@ -179,6 +179,13 @@ unsafe fn cloexec_all() {
     }
 }
 
+/// Names the new UTS namespace `sandbox` (the host's name stays outside).
+unsafe fn set_hostname() -> io::Result<()> {
+    const NAME: &[u8] = b"sandbox";
+    // SAFETY: a valid buffer of the given length.
+    check(unsafe { libc::sethostname(NAME.as_ptr().cast(), NAME.len()) })
+}
+
 /// Ends this process the way `status` (a `waitpid` status) says.
 unsafe fn mirror(status: libc::c_int) -> ! {
     // SAFETY: signal set-up and exit of this process only.
@@ -244,6 +251,7 @@ impl JailPlan {
                 JailMode::Bare => check(libc::chdir(self.workdir.as_ptr()))?,
                 JailMode::Root { .. } => {
                     check(libc::unshare(namespaces))?;
+                    set_hostname()?;
                     self.build_root()?;
                     self.split_off_init()?;
                 }
@@ -252,6 +260,7 @@ impl JailPlan {
                     write_file(c"/proc/self/setgroups", b"deny")?;
                     write_file(c"/proc/self/uid_map", self.uid_map.as_bytes())?;
                     write_file(c"/proc/self/gid_map", self.gid_map.as_bytes())?;
+                    set_hostname()?;
                     self.build_root()?;
                     self.split_off_init()?;
                 }

@@ -37,6 +37,7 @@ async fn the_hidden_answers_and_the_hosts_files_cannot_be_read() {
     ];
     let script = format!(
         "import os\nseen = [p for p in {targets:?} if os.path.exists(p)]\n\
+         if os.uname().nodename != 'sandbox':\n    seen.append('host name ' + os.uname().nodename)\n\
          passwd = open('/etc/passwd').read()\n\
          open('out.txt', 'w').write(repr(seen) + '\\n' + passwd)\n"
     );
