@@ -169,6 +169,11 @@ pub struct SandboxArgs {
     /// Address-space limit per process, MiB.
     #[arg(long, default_value_t = 4096)]
     pub memory_mb: u64,
+    /// Run solutions even where this machine cannot isolate them (no root, no
+    /// user namespaces): they can then read your files, the hidden answers
+    /// included, and use the network. Off by default: the sandbox fails closed.
+    #[arg(long)]
+    pub allow_unisolated: bool,
 }
 
 /// `wmrl research tasks build`.
@@ -240,11 +245,17 @@ pub(crate) async fn runner(
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let sandbox = wmrl_research::python::sandbox(&python, limits, jobs).await?;
+    let isolation = if args.allow_unisolated {
+        wmrl_research::python::IsolationPolicy::AllowUnisolated
+    } else {
+        wmrl_research::python::IsolationPolicy::Required
+    };
+    let sandbox = wmrl_research::python::sandbox(&python, limits, jobs, isolation).await?;
     if !sandbox.isolation().is_isolated() {
         eprintln!(
-            "WARNING: the sandbox is NOT isolated on this machine ({}): solutions can read your files \
-             (including hidden answers) and use the network. Run as root or enable user namespaces.",
+            "WARNING (--allow-unisolated): the sandbox is NOT isolated on this machine ({}): solutions \
+             can read your files (including hidden answers) and use the network. Run as root or \
+             enable user namespaces.",
             sandbox.isolation()
         );
     }

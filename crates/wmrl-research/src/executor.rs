@@ -86,7 +86,16 @@ impl Outcome {
             return Outcome::ResourceLimit { limit };
         }
         if !report.succeeded() {
-            let lines: Vec<&str> = report.stderr.text.lines().rev().take(5).collect();
+            // What the solution wrote is shown on terminals: each line bounded
+            // and its control characters (escape sequences) escaped.
+            let lines: Vec<String> = report
+                .stderr
+                .text
+                .lines()
+                .rev()
+                .take(5)
+                .map(|l| wmrl_sandbox::printable(l, 300))
+                .collect();
             let tail = lines.into_iter().rev().collect::<Vec<_>>().join("\n");
             return Outcome::Crashed {
                 termination: report.termination,

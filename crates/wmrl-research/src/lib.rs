@@ -77,8 +77,8 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// The sandbox failed (not the solution: the machinery).
-    #[error("sandbox: {0}")]
+    /// The sandbox failed (not the solution: the machinery); the cause is the source.
+    #[error("sandbox")]
     Sandbox(#[from] wmrl_sandbox::Error),
     /// Writing a run artefact failed.
     #[error(transparent)]

@@ -38,6 +38,12 @@ pub fn score_submission(task: &Task, bytes: &[u8]) -> Result<f64, Invalid> {
     }
 }
 
+/// A value from the submission as it may be shown in a reason: bounded and
+/// with control characters escaped (the terminal is not the solution's).
+fn shown(text: &str) -> String {
+    wmrl_sandbox::printable(text, 48)
+}
+
 /// Returns the predictions in test-id order, or the first problem.
 pub fn validate(task: &Task, bytes: &[u8]) -> Result<Vec<String>, Invalid> {
     let spec = &task.spec;
@@ -52,7 +58,7 @@ pub fn validate(task: &Task, bytes: &[u8]) -> Result<Vec<String>, Invalid> {
         headers.iter().position(|h| h == name).ok_or_else(|| {
             format!(
                 "line 1: no `{name}` column in header `{}`",
-                headers.join(",")
+                shown(&headers.join(","))
             )
         })
     };
@@ -71,10 +77,10 @@ pub fn validate(task: &Task, bytes: &[u8]) -> Result<Vec<String>, Invalid> {
         let id = record.get(id_col).unwrap_or("").trim();
         let value = record.get(target_col).unwrap_or("").trim();
         let Some(&slot) = expected.get(id) else {
-            return Err(format!("line {line}: id `{id}` is not a test id"));
+            return Err(format!("line {line}: id `{}` is not a test id", shown(id)));
         };
         if predicted[slot].is_some() {
-            return Err(format!("line {line}: id `{id}` appears twice"));
+            return Err(format!("line {line}: id `{}` appears twice", shown(id)));
         }
         predicted[slot] =
             Some(check_value(kind, &spec.classes, value).map_err(|m| format!("line {line}: {m}"))?);
@@ -109,7 +115,8 @@ fn check_value(kind: TargetKind, classes: &[String], value: &str) -> Result<Stri
                 return Ok(c.clone());
             }
             Err(format!(
-                "`{value}` is not a class label (expected one of {})",
+                "`{}` is not a class label (expected one of {})",
+                shown(value),
                 classes.join(", ")
             ))
         }
@@ -117,12 +124,12 @@ fn check_value(kind: TargetKind, classes: &[String], value: &str) -> Result<Stri
             Some(p) if (0.0..=1.0).contains(&p) => Ok(value.to_string()),
             Some(p) if p.is_nan() => Err("probability is NaN".into()),
             Some(p) => Err(format!("probability {p} is outside [0, 1]")),
-            None => Err(format!("`{value}` is not a number")),
+            None => Err(format!("`{}` is not a number", shown(value))),
         },
         TargetKind::Value => match number() {
             Some(x) if x.is_finite() => Ok(value.to_string()),
-            Some(_) => Err(format!("value `{value}` is not finite")),
-            None => Err(format!("`{value}` is not a number")),
+            Some(_) => Err(format!("value `{}` is not finite", shown(value))),
+            None => Err(format!("`{}` is not a number", shown(value))),
         },
     }
 }

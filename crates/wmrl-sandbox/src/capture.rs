@@ -59,9 +59,34 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(mut reader: R, keep: usize) ->
     }
 }
 
+/// `text` made safe for a terminal: control characters (escape sequences
+/// included) shown escaped, newlines and tabs kept, and at most `max_chars`
+/// characters, the cut marked with `…`. For anything a solution wrote.
+pub fn printable(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n >= max_chars {
+            out.push('…');
+            break;
+        }
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_escapes_control_characters_and_bounds_length() {
+        assert_eq!(printable("a\x1b[2Jb\nc", 100), "a\\u{1b}[2Jb\nc");
+        assert_eq!(printable("abcdef", 3), "abc…");
+    }
 
     #[tokio::test]
     async fn keeps_head_and_tail_and_counts_the_rest() {

@@ -1,16 +1,19 @@
-//! Which isolation this machine allows, the jail plan for one run, and the
-//! sweep that kills every process left behind by a run's uid.
+//! Which isolation this machine allows, and the jail plan for one run.
 //!
-//! - **root** (the normal case on CI and the dev machines): mount, network, IPC
-//!   and UTS namespaces, a pivot into a minimal read-only root, then `setuid`
-//!   to a uid of the run's own (`uid_base + slot`), so `RLIMIT_NPROC` is
-//!   enforced per run and a leftover process of the run can be found and killed
-//!   by uid.
-//! - **user namespace** (unprivileged caller, kernel allows it): the same
-//!   filesystem and network isolation inside a user namespace; processes keep
-//!   the caller's uid, so `RLIMIT_NPROC` counts the caller's processes too.
-//! - **bare** (neither works): only setsid, the wall clock and rlimits. The
-//!   solution then sees the host's files and network: this is reported loudly.
+//! - **root** (root with `CAP_SYS_ADMIN`): mount, network, IPC, UTS and PID
+//!   namespaces, a pivot into a minimal read-only root, then `setuid` to a uid
+//!   of the run's own (see [`crate::uids`]), so `RLIMIT_NPROC` is enforced per
+//!   run and a leftover process of the run can be found and killed by uid.
+//! - **user namespace** (unprivileged caller, or root without
+//!   `CAP_SYS_ADMIN`, where the kernel allows user namespaces): the same
+//!   namespaces inside a user namespace; the solution appears as uid
+//!   [`INSIDE_ID`] (never 0 inside, so it holds no capability after `exec`)
+//!   and is on the host the caller's uid, which the PID namespace keeps from
+//!   signalling the caller.
+//! - **bare** (neither works): only setsid, the wall clock, rlimits, cgroups
+//!   and the seccomp filter. The solution sees the host's files and network,
+//!   so [`crate::Sandbox::new`] refuses it unless
+//!   [`crate::SandboxConfig::require_isolation`] is turned off.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -18,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::jail::{JailMode, JailPlan, Step};
+use crate::jail::{JailMode, JailPlan, Step, WorkPlan};
 use crate::{Error, Limits, Result};
 
 /// The isolation a [`crate::Sandbox`] provides.
@@ -44,8 +47,10 @@ impl std::fmt::Display for Isolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Isolation::Root => "root (namespaces, pivot_root, per-run uid)",
-            Isolation::UserNamespace => "user namespace (namespaces, pivot_root)",
-            Isolation::Bare => "bare (rlimits only: NO filesystem or network isolation)",
+            Isolation::UserNamespace => "user namespace (namespaces, pivot_root, caller's uid)",
+            Isolation::Bare => {
+                "bare (rlimits, filter, wall clock: NO filesystem or network isolation)"
+            }
         })
     }
 }
@@ -53,8 +58,22 @@ impl std::fmt::Display for Isolation {
 /// Where the sandbox's work folder appears inside the jail.
 pub const INSIDE_WORKDIR: &str = "/sandbox";
 
-/// System folders bound read-only when they exist (symlinks are recreated).
-pub const SYSTEM_PATHS: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"];
+/// The uid and gid the solution has inside a user namespace.
+pub const INSIDE_ID: u32 = 1000;
+
+/// System folders bound read-only (recursively) when they exist (symlinks are recreated).
+pub const SYSTEM_PATHS: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"];
+
+/// The host's `/etc` entries bound read-only into the jail's otherwise
+/// generated `/etc` (the dynamic linker's cache and Debian's alternatives,
+/// which shared libraries such as BLAS are reached through).
+pub const ETC_FROM_HOST: [&str; 5] = [
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+];
 
 /// Device nodes bound into the jail's `/dev`.
 const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
@@ -77,29 +96,81 @@ fn ancestors_to_create(path: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The generated files of the jail's `/etc`: who the run's uid is, where
+/// names are looked up, and `localhost`.
+fn etc_files(uid: u32, gid: u32) -> [(&'static str, String); 5] {
+    [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+                 sandbox:x:{uid}:{gid}:sandbox:{INSIDE_WORKDIR}:/usr/sbin/nologin\n\
+                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
+        ),
+        (
+            "nsswitch.conf",
+            "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n\
+             protocols: files\nservices: files\n"
+                .into(),
+        ),
+        (
+            "hosts",
+            "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n".into(),
+        ),
+        ("hostname", "sandbox\n".into()),
+    ]
+}
+
+/// What one run's plan is made of.
+pub(crate) struct PlanInput<'a> {
+    pub mode: JailMode,
+    /// Host paths bound read-only at the same place.
+    pub read_only: &'a [PathBuf],
+    /// Bare mode: the host work folder. Isolated modes: the folder of the
+    /// staged job files, copied into the work tmpfs.
+    pub work: &'a Path,
+    /// Names of the staged job files.
+    pub inputs: &'a [String],
+    /// An empty host folder for the root tmpfs.
+    pub new_root: &'a Path,
+    pub limits: &'a Limits,
+    pub cgroup_procs: Vec<std::os::fd::RawFd>,
+    /// The child's end of the socket the work folder is sent through.
+    pub socket: std::os::fd::RawFd,
+}
+
 /// Builds the jail plan of one run.
-///
-/// `read_only` are host paths bound read-only at the same place; `work` the
-/// host folder bound read-write at [`INSIDE_WORKDIR`]; `new_root` an empty
-/// host folder for the root tmpfs.
-pub(crate) fn plan(
-    mode: JailMode,
-    read_only: &[PathBuf],
-    work: &Path,
-    new_root: &Path,
-    limits: &Limits,
-) -> Result<JailPlan> {
+pub(crate) fn plan(input: PlanInput<'_>) -> Result<JailPlan> {
+    let PlanInput {
+        mode,
+        read_only,
+        work,
+        inputs,
+        new_root,
+        limits,
+        cgroup_procs,
+        socket,
+    } = input;
     let rlimits = limits.rlimits().to_vec();
+    let seccomp = crate::seccomp::program();
     if mode == JailMode::Bare {
         return Ok(JailPlan {
             mode,
             new_root: cstring(new_root)?,
             root_opts: CString::default(),
             steps: Vec::new(),
+            work: None,
             workdir: cstring(work)?,
             uid_map: CString::default(),
             gid_map: CString::default(),
             rlimits,
+            cgroup_procs,
+            seccomp,
         });
     }
     let inside = |p: &Path| new_root.join(p.strip_prefix("/").unwrap_or(p));
@@ -117,23 +188,35 @@ pub(crate) fn plan(
         }
         Ok(())
     };
+    let inodes = limits.inodes.max(16);
     // The private /tmp and /dev/shm come first: read-only paths that live
     // under /tmp on the host (a checkout or venv in /tmp) are then bound
-    // inside the tmpfs instead of being hidden by it.
-    let tmp = Path::new("/tmp");
-    mkdirs(tmp, &mut steps, true)?;
-    let tmp_opts = format!("size={},mode=1777", limits.tmp_size.max(4096));
-    steps.push(Step::Tmpfs {
-        dst: cstring(&inside(tmp))?,
-        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
-    });
-    // /dev/shm: Python's multiprocessing and joblib need it for semaphores.
-    let shm = Path::new("/dev/shm");
-    mkdirs(shm, &mut steps, true)?;
-    steps.push(Step::Tmpfs {
-        dst: cstring(&inside(shm))?,
-        opts: CString::new(tmp_opts.clone()).expect("no NUL"),
-    });
+    // inside the tmpfs instead of being hidden by it. /dev/shm: Python's
+    // multiprocessing and joblib need it for semaphores.
+    let tmp_opts = format!(
+        "size={},nr_inodes={inodes},mode=1777",
+        limits.tmp_size.max(4096)
+    );
+    for dir in ["/tmp", "/dev/shm"] {
+        let dir = Path::new(dir);
+        mkdirs(dir, &mut steps, true)?;
+        steps.push(Step::Tmpfs {
+            dst: cstring(&inside(dir))?,
+            opts: CString::new(tmp_opts.clone()).expect("no NUL"),
+        });
+    }
+    let (run_uid, run_gid) = match mode {
+        JailMode::Root { uid, gid } | JailMode::UserNamespace { uid, gid } => (uid, gid),
+        JailMode::Bare => unreachable!("handled above"),
+    };
+    let etc = Path::new("/etc");
+    mkdirs(etc, &mut steps, true)?;
+    for (name, contents) in etc_files(run_uid, run_gid) {
+        steps.push(Step::WriteFile {
+            path: cstring(&inside(&etc.join(name)))?,
+            contents: contents.into_bytes(),
+        });
+    }
     for path in read_only {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             continue;
@@ -160,12 +243,6 @@ pub(crate) fn plan(
     }
     let workdir = Path::new(INSIDE_WORKDIR);
     mkdirs(workdir, &mut steps, true)?;
-    steps.push(Step::Bind {
-        src: cstring(work)?,
-        dst: cstring(&inside(workdir))?,
-        is_file: false,
-        writable: true,
-    });
     for dev in DEVICES {
         let dev = Path::new(dev);
         if dev.exists() {
@@ -177,73 +254,52 @@ pub(crate) fn plan(
             });
         }
     }
+    let mut work_opts = format!(
+        "size={},nr_inodes={inodes},mode=0755",
+        limits.work_size.max(4096)
+    );
+    let owner = match mode {
+        JailMode::Root { uid, gid } => {
+            work_opts.push_str(&format!(",uid={uid},gid={gid}"));
+            Some((uid, gid))
+        }
+        _ => None,
+    };
+    let work_dst = inside(workdir);
+    let inputs = inputs
+        .iter()
+        .map(|name| Ok((cstring(&work.join(name))?, cstring(&work_dst.join(name))?)))
+        .collect::<Result<Vec<_>>>()?;
     let (uid_map, gid_map) = match mode {
         JailMode::UserNamespace { uid, gid } => {
-            (format!("{uid} {uid} 1\n"), format!("{gid} {gid} 1\n"))
+            // SAFETY: getuid/getgid have no preconditions.
+            let (outside_uid, outside_gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            (
+                format!("{uid} {outside_uid} 1\n"),
+                format!("{gid} {outside_gid} 1\n"),
+            )
         }
         _ => (String::new(), String::new()),
     };
     Ok(JailPlan {
         mode,
         new_root: cstring(new_root)?,
-        root_opts: c"size=1m,mode=0755".to_owned(),
+        root_opts: c"size=1m,nr_inodes=1024,mode=0755".to_owned(),
         steps,
+        work: Some(WorkPlan {
+            dst: cstring(&work_dst)?,
+            opts: CString::new(work_opts).expect("no NUL"),
+            inputs,
+            owner,
+            socket,
+        }),
         workdir: CString::new(INSIDE_WORKDIR).expect("no NUL"),
         uid_map: CString::new(uid_map).expect("no NUL"),
         gid_map: CString::new(gid_map).expect("no NUL"),
         rlimits,
+        cgroup_procs,
+        seccomp,
     })
-}
-
-/// Kills every process of `uid`: a forked child switches to `uid` and calls
-/// `kill(-1, SIGKILL)` (which spares the caller) until nothing is left or about
-/// a second has passed. Returns how many rounds found processes to kill.
-pub(crate) fn sweep_uid(uid: u32) -> Result<u32> {
-    // SAFETY: the child only calls async-signal-safe functions before _exit.
-    unsafe {
-        let pid = libc::fork();
-        if pid < 0 {
-            return Err(Error::Spawn {
-                program: "uid sweeper".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        if pid == 0 {
-            if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
-                libc::_exit(255);
-            }
-            let mut rounds = 0;
-            for _ in 0..200 {
-                if libc::kill(-1, libc::SIGKILL) != 0 {
-                    break; // ESRCH: nothing of this uid left
-                }
-                rounds += 1;
-                let pause = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 5_000_000,
-                };
-                libc::nanosleep(&pause, std::ptr::null_mut());
-            }
-            libc::_exit(rounds.min(250));
-        }
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 {
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break;
-            }
-        }
-        let code = if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            255
-        };
-        if code == 255 {
-            return Err(Error::ProbeFailed {
-                detail: format!("could not switch to uid {uid} to kill its processes"),
-            });
-        }
-        Ok(code as u32)
-    }
 }
 
 #[cfg(test)]
@@ -257,16 +313,19 @@ mod tests {
         let host = tempfile::tempdir().unwrap();
         let venv = host.path().join("venv");
         std::fs::create_dir_all(&venv).unwrap();
-        let plan = plan(
-            JailMode::Root {
+        let plan = plan(PlanInput {
+            mode: JailMode::Root {
                 uid: 1000,
                 gid: 1000,
             },
-            std::slice::from_ref(&venv),
-            host.path(),
-            Path::new("/nonexistent-root"),
-            &Limits::default(),
-        )
+            read_only: std::slice::from_ref(&venv),
+            work: host.path(),
+            inputs: &[],
+            new_root: Path::new("/nonexistent-root"),
+            limits: &Limits::default(),
+            cgroup_procs: Vec::new(),
+            socket: -1,
+        })
         .unwrap();
         let tmpfs_at = plan
             .steps

@@ -4,8 +4,11 @@
 //! - [`Sandbox`]: the runner (bounded concurrency, per-run jail, kill of
 //!   everything a run left behind); [`SandboxConfig`] and [`Limits`] set it up.
 //! - [`isolation`]: what this machine allows (root / user namespace / bare) and
-//!   the sweep of a run's uid; [`jail`](crate::jail): the child's set-up
-//!   between `fork` and `exec`.
+//!   the jail plan of a run; `jail` and `jail_fs`:
+//!   the child's set-up between `fork` and `exec`; `seccomp`:
+//!   its system-call filter.
+//! - [`cgroup`]: a cgroup per run (memory, processes, CPU of the run as a
+//!   whole); [`uids`]: the per-run uids of root mode and their sweep.
 //! - [`RunReport`]: how a run ended ([`Termination`], [`LimitKind`]), its
 //!   captured output ([`Captured`]) and the files it produced.
 //!
@@ -13,13 +16,20 @@
 //! scores what a run leaves behind.
 
 pub mod capture;
+pub mod cgroup;
+mod files;
 pub mod isolation;
 mod jail;
+mod jail_fs;
 pub mod limits;
 pub mod report;
+mod run;
 pub mod sandbox;
+mod seccomp;
+pub mod uids;
 
-pub use capture::Captured;
+pub use capture::{Captured, printable};
+pub use cgroup::CgroupSupport;
 pub use isolation::Isolation;
 pub use limits::Limits;
 pub use report::{LimitKind, RunReport, Termination};
@@ -61,6 +71,14 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A folder the sandbox relies on is not safe to use.
+    #[error("{path} is not safe to use: expected {expected}")]
+    UnsafeFolder {
+        /// The folder.
+        path: PathBuf,
+        /// What it should be.
+        expected: &'static str,
+    },
     /// The start-up probe of an isolation mode failed.
     #[error("isolation probe failed: {detail}")]
     ProbeFailed {
@@ -68,7 +86,10 @@ pub enum Error {
         detail: String,
     },
     /// Isolation was required but this machine allows none.
-    #[error("sandbox isolation is required but unavailable here: {reason}")]
+    #[error(
+        "sandbox isolation is required but unavailable here: {reason} (run as root, enable user \
+         namespaces, or opt out explicitly with require_isolation = false / --allow-unisolated)"
+    )]
     NoIsolation {
         /// Why each mode failed.
         reason: String,

@@ -12,6 +12,12 @@
 //! | `processes` | `RLIMIT_NPROC` | `fork`/thread creation fails with `EAGAIN` |
 //! | `open_files` | `RLIMIT_NOFILE` | `open` fails with `EMFILE` |
 //!
+//! Where the machine offers cgroups (see [`crate::cgroup`]), the run as a
+//! whole is also held to `memory` (all its processes together, tmpfs pages
+//! included; the OOM killer ends the run), `processes` (`pids.max`) and `cpus`
+//! (`cpu.max`). Its work folder, `/tmp` and `/dev/shm` are tmpfs of
+//! `work_size`, `tmp_size` and `inodes` each (writes fail with `ENOSPC`).
+//!
 //! `RLIMIT_NPROC` counts every process and thread of the real uid, and the
 //! kernel does not enforce it for a process with `CAP_SYS_RESOURCE` or
 //! `CAP_SYS_ADMIN`: that is why the sandbox runs solutions under an unprivileged
@@ -33,7 +39,8 @@ pub struct Limits {
     pub address_space: u64,
     /// Largest file a process may write, in bytes (default: 64 MiB).
     pub file_size: u64,
-    /// Most processes and threads the run's uid may have at once (default: 64).
+    /// Most processes and threads of the run at once: the run's uid (`RLIMIT_NPROC`)
+    /// and its cgroup (`pids.max`) (default: 64).
     pub processes: u64,
     /// Most open file descriptors per process (default: 256).
     pub open_files: u64,
@@ -41,6 +48,15 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Size of each of the private `/tmp` and `/dev/shm` (tmpfs) in bytes (default: 64 MiB).
     pub tmp_size: u64,
+    /// Size of the work folder (a tmpfs, isolated modes) in bytes (default: 256 MiB).
+    pub work_size: u64,
+    /// Most files and folders in each of the work folder, `/tmp` and `/dev/shm` (default: 4096).
+    pub inodes: u64,
+    /// Memory of the whole run, all processes and tmpfs pages together, in
+    /// bytes (cgroup `memory.max`, swap off; default: 4 GiB).
+    pub memory: u64,
+    /// CPUs the run may use at once (cgroup `cpu.max`; 0 means no limit; default: 1).
+    pub cpus: f64,
 }
 
 impl Default for Limits {
@@ -54,6 +70,10 @@ impl Default for Limits {
             open_files: 256,
             output_bytes: 64 << 10,
             tmp_size: 64 << 20,
+            work_size: 256 << 20,
+            inodes: 4096,
+            memory: 4 << 30,
+            cpus: 1.0,
         }
     }
 }

@@ -1,5 +1,11 @@
 //! How a run ended: [`Termination`] from the exit status and the wall clock,
 //! and which resource limit (if any) the evidence says was hit.
+//!
+//! The kernel's evidence comes first: the signal (`SIGXCPU`, `SIGXFSZ`) and
+//! the counters of the run's cgroup (OOM kills, refused forks). Only where
+//! the kernel leaves none (an allocation refused by `RLIMIT_AS`, a full
+//! tmpfs) is the program's own last words on stderr read, which a solution
+//! could fake; a limit hit scores 0 either way.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -8,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::capture::Captured;
+use crate::cgroup::Evidence;
 use crate::{Isolation, Limits};
 
 /// How the process ended.
@@ -56,6 +63,8 @@ pub enum LimitKind {
     Processes,
     /// Open files (`RLIMIT_NOFILE`).
     OpenFiles,
+    /// Space or inodes of the work folder, `/tmp` or `/dev/shm` (`ENOSPC`).
+    Disk,
 }
 
 /// Everything known about one run.
@@ -63,9 +72,9 @@ pub enum LimitKind {
 pub struct RunReport {
     /// How the process ended.
     pub termination: Termination,
-    /// The limit the evidence points at (signal, or the last error the program
-    /// printed: Python's `MemoryError`, `[Errno 27] File too large`, `[Errno 11]`
-    /// from `fork`, `Too many open files`).
+    /// The limit the evidence points at (signal, cgroup counters, or else the
+    /// last error the program printed: Python's `MemoryError`, `[Errno 27] File
+    /// too large`, `[Errno 11]` from `fork`, `Too many open files`, `[Errno 28]`).
     pub limit_hit: Option<LimitKind>,
     /// Wall-clock duration.
     pub wall_time: Duration,
@@ -94,8 +103,9 @@ impl RunReport {
         isolation: Isolation,
         uid: Option<u32>,
         limits: &Limits,
+        evidence: Evidence,
     ) -> Self {
-        let limit_hit = infer_limit(termination, &stderr.text);
+        let limit_hit = infer_limit(termination, evidence, &stderr.text);
         Self {
             termination,
             limit_hit,
@@ -115,8 +125,8 @@ impl RunReport {
     }
 }
 
-/// Reads the limit off a signal or the last lines of stderr.
-fn infer_limit(termination: Termination, stderr: &str) -> Option<LimitKind> {
+/// Reads the limit off a signal, the cgroup's counters or the last lines of stderr.
+fn infer_limit(termination: Termination, evidence: Evidence, stderr: &str) -> Option<LimitKind> {
     match termination {
         Termination::Signaled { signal } if signal == libc::SIGXCPU => {
             return Some(LimitKind::CpuTime);
@@ -124,8 +134,11 @@ fn infer_limit(termination: Termination, stderr: &str) -> Option<LimitKind> {
         Termination::Signaled { signal } if signal == libc::SIGXFSZ => {
             return Some(LimitKind::FileSize);
         }
-        Termination::Exited { code } if code != 0 => {}
-        _ => return None,
+        Termination::Exited { code: 0 } | Termination::TimedOut => return None,
+        _ if evidence.oom_kills > 0 => return Some(LimitKind::Memory),
+        _ if evidence.pids_refused > 0 => return Some(LimitKind::Processes),
+        Termination::Exited { .. } => {}
+        Termination::Signaled { .. } => return None,
     }
     let tail: String = {
         let lines: Vec<&str> = stderr.lines().rev().take(6).collect();
@@ -142,6 +155,8 @@ fn infer_limit(termination: Termination, stderr: &str) -> Option<LimitKind> {
         Some(LimitKind::Processes)
     } else if tail.contains("Too many open files") {
         Some(LimitKind::OpenFiles)
+    } else if tail.contains("No space left on device") || tail.contains("[Errno 28]") {
+        Some(LimitKind::Disk)
     } else {
         None
     }
@@ -155,30 +170,48 @@ mod tests {
     fn limits_are_read_off_signals_and_python_errors() {
         let sig = |signal| Termination::Signaled { signal };
         let exit1 = Termination::Exited { code: 1 };
+        let none = Evidence::default();
         assert_eq!(
-            infer_limit(sig(libc::SIGXCPU), ""),
+            infer_limit(sig(libc::SIGXCPU), none, ""),
             Some(LimitKind::CpuTime)
         );
         assert_eq!(
-            infer_limit(exit1, "Traceback...\nMemoryError"),
+            infer_limit(exit1, none, "Traceback...\nMemoryError"),
             Some(LimitKind::Memory)
         );
         assert_eq!(
-            infer_limit(exit1, "OSError: [Errno 27] File too large"),
+            infer_limit(exit1, none, "OSError: [Errno 27] File too large"),
             Some(LimitKind::FileSize)
         );
         assert_eq!(
             infer_limit(
                 exit1,
+                none,
                 "BlockingIOError: [Errno 11] Resource temporarily unavailable"
             ),
             Some(LimitKind::Processes)
         );
-        assert_eq!(infer_limit(exit1, "ValueError: bad"), None);
+        assert_eq!(infer_limit(exit1, none, "ValueError: bad"), None);
         assert_eq!(
-            infer_limit(Termination::Exited { code: 0 }, "MemoryError"),
+            infer_limit(Termination::Exited { code: 0 }, none, "MemoryError"),
             None
         );
-        assert_eq!(infer_limit(Termination::TimedOut, "MemoryError"), None);
+        assert_eq!(
+            infer_limit(Termination::TimedOut, none, "MemoryError"),
+            None
+        );
+        let oom = Evidence {
+            oom_kills: 1,
+            pids_refused: 0,
+        };
+        assert_eq!(
+            infer_limit(sig(libc::SIGKILL), oom, ""),
+            Some(LimitKind::Memory)
+        );
+        assert_eq!(infer_limit(sig(libc::SIGKILL), none, "MemoryError"), None);
+        assert_eq!(
+            infer_limit(exit1, none, "OSError: [Errno 28] No space left on device"),
+            Some(LimitKind::Disk)
+        );
     }
 }

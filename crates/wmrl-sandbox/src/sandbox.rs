@@ -1,21 +1,20 @@
 //! [`Sandbox`]: runs jobs (a program, its arguments and input files) each in a
-//! fresh folder under the jail of [`crate::jail`], at most `max_concurrent` at
+//! fresh folder under the jail of `jail`, at most `max_concurrent` at
 //! a time (a tokio semaphore), and reports how each ended.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{Instrument, info_span, warn};
 
-use crate::capture::{Captured, capture};
-use crate::isolation::{self, Isolation, SYSTEM_PATHS};
-use crate::jail::JailMode;
+use crate::cgroup::CgroupSupport;
+use crate::files;
+use crate::isolation::{ETC_FROM_HOST, Isolation, SYSTEM_PATHS};
 use crate::report::{RunReport, Termination};
+use crate::uids::{DEFAULT_LEASE_DIR, DEFAULT_UID_BASE, UidLease};
 use crate::{Error, Limits, Result};
 
 /// How a [`Sandbox`] is set up.
@@ -25,21 +24,30 @@ pub struct SandboxConfig {
     /// must be readable by an unprivileged uid once bound (no default: required).
     pub program: PathBuf,
     /// Host paths bound read-only at the same place inside the jail, besides
-    /// [`SYSTEM_PATHS`] (default: empty; add the interpreter's prefixes).
+    /// [`SYSTEM_PATHS`] and [`ETC_FROM_HOST`] (default: empty; add the
+    /// interpreter's prefixes).
     pub read_only: Vec<PathBuf>,
-    /// Folder for the runs' fresh folders (default: `$TMPDIR/wmrl-sandbox`).
+    /// Folder for the runs' fresh folders; it must be owned by this user and
+    /// writable by it only, and is created so (default: `$TMPDIR/wmrl-sandbox-<euid>`).
     pub scratch: PathBuf,
     /// Most runs at once (default: available cores).
     pub max_concurrent: usize,
     /// Limits of each run (default: [`Limits::default`]).
     pub limits: Limits,
-    /// First uid of the per-run identities in root mode (default: 64000).
-    /// Each run leases a free uid in `uid_base..uid_base + 1024` through a lock
-    /// file (`$TMPDIR/wmrl-sandbox-uids/<uid>.lock`, flock), so runs of any
-    /// process on the machine never share a uid. They need no passwd entry.
+    /// First uid of the per-run identities in root mode (default:
+    /// [`DEFAULT_UID_BASE`]). Each run leases a free uid in
+    /// `uid_base..uid_base + `[`UID_RANGE`](crate::uids::UID_RANGE) (see [`crate::uids`]), so runs of
+    /// any process on the machine never share a uid. They need no passwd entry.
     pub uid_base: u32,
-    /// Refuse to start when only [`Isolation::Bare`] is available (default: false).
+    /// Root-owned folder of the uid leases (default: [`DEFAULT_LEASE_DIR`]).
+    pub lease_dir: PathBuf,
+    /// Refuse to start when only [`Isolation::Bare`] is available (default:
+    /// true). Turning it off is an explicit opt-out: solutions then read the
+    /// host's files and reach its network, and every start says so loudly.
     pub require_isolation: bool,
+    /// A delegated cgroup v2 folder to create the runs' cgroups in (default:
+    /// none: `<cgroup2 mount>/wmrl-sandbox` as root, or cgroup v1; see [`crate::cgroup`]).
+    pub cgroup_parent: Option<PathBuf>,
     /// Extra environment variables for every job (default: thread counts of BLAS/OpenMP set to 1).
     pub env: Vec<(String, String)>,
 }
@@ -47,14 +55,18 @@ pub struct SandboxConfig {
 impl SandboxConfig {
     /// A configuration with defaults for `program`.
     pub fn new(program: impl Into<PathBuf>) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
         Self {
             program: program.into(),
             read_only: Vec::new(),
-            scratch: std::env::temp_dir().join("wmrl-sandbox"),
+            scratch: std::env::temp_dir().join(format!("wmrl-sandbox-{euid}")),
             max_concurrent: std::thread::available_parallelism().map_or(1, |n| n.get()),
             limits: Limits::default(),
-            uid_base: 64000,
-            require_isolation: false,
+            uid_base: DEFAULT_UID_BASE,
+            lease_dir: PathBuf::from(DEFAULT_LEASE_DIR),
+            require_isolation: true,
+            cgroup_parent: None,
             env: ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
                 .iter()
                 .map(|k| (k.to_string(), "1".to_string()))
@@ -95,10 +107,11 @@ pub struct Sandbox {
 }
 
 #[derive(Debug)]
-struct Inner {
-    config: SandboxConfig,
-    isolation: Isolation,
-    read_only: Vec<PathBuf>,
+pub(crate) struct Inner {
+    pub(crate) config: SandboxConfig,
+    pub(crate) isolation: Isolation,
+    pub(crate) read_only: Vec<PathBuf>,
+    pub(crate) cgroups: CgroupSupport,
     permits: Semaphore,
 }
 
@@ -110,7 +123,11 @@ fn is_root() -> bool {
 
 impl Sandbox {
     /// Creates the sandbox and finds which isolation works here by running
-    /// `true` in the strongest available jail.
+    /// `true` in the strongest available jail (root, then user namespace).
+    ///
+    /// Fails with [`Error::NoIsolation`] where neither works, unless
+    /// `require_isolation` is off; with [`Error::UnsafeFolder`] where the
+    /// scratch or lease folder could be controlled by someone else.
     pub async fn new(mut config: SandboxConfig) -> Result<Self> {
         if !config.program.is_file() {
             return Err(Error::MissingProgram {
@@ -126,26 +143,40 @@ impl Sandbox {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
-        std::fs::create_dir_all(&config.scratch).map_err(|source| Error::Io {
-            path: config.scratch.clone(),
-            source,
-        })?;
-        let mut read_only: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
+        files::owned_dir(&config.scratch)?;
+        let mut read_only: Vec<PathBuf> = SYSTEM_PATHS
+            .iter()
+            .chain(ETC_FROM_HOST.iter())
+            .map(PathBuf::from)
+            .collect();
         for extra in &extras {
             if !read_only.iter().any(|p| extra.starts_with(p)) {
                 read_only.push(extra.clone());
             }
         }
         let slots = config.max_concurrent.max(1);
+        // Root without CAP_SYS_ADMIN (a container) fails the first probe and
+        // gets the user-namespace mode where the kernel allows it.
         let candidates: &[Isolation] = if is_root() {
-            &[Isolation::Root, Isolation::Bare]
+            &[Isolation::Root, Isolation::UserNamespace, Isolation::Bare]
         } else {
             &[Isolation::UserNamespace, Isolation::Bare]
         };
+        let cgroups = CgroupSupport::detect(config.cgroup_parent.as_deref());
+        if let CgroupSupport::Unavailable { reason } = &cgroups {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                warn!(
+                    "sandbox runs get no cgroup ({reason}): memory, process and CPU limits hold per \
+                     process (rlimits), not per run"
+                )
+            });
+        }
         let mut sandbox = Self {
             inner: Arc::new(Inner {
                 isolation: candidates[0],
                 read_only,
+                cgroups,
                 permits: Semaphore::new(slots),
                 config,
             }),
@@ -157,6 +188,8 @@ impl Sandbox {
                 .isolation = candidate;
             match sandbox.probe().await {
                 Ok(()) => break,
+                // A misconfigured folder is an error to fix, not a reason to isolate less.
+                Err(err @ Error::UnsafeFolder { .. }) => return Err(err),
                 Err(err) => failures.push(format!("{candidate:?}: {err}")),
             }
         }
@@ -166,9 +199,9 @@ impl Sandbox {
                 return Err(Error::NoIsolation { reason: why });
             }
             warn!(
-                "SANDBOX NOT ISOLATED: namespaces are not available here ({why}); solutions can read \
-                 every file this user can, including hidden answers, and reach the network. Only \
-                 rlimits and the wall clock apply."
+                "SANDBOX NOT ISOLATED (require_isolation is off): namespaces are not available here \
+                 ({why}); solutions can read every file this user can, including hidden answers, and \
+                 reach the network. Only rlimits, cgroups, the seccomp filter and the wall clock apply."
             );
         }
         Ok(sandbox)
@@ -182,6 +215,11 @@ impl Sandbox {
     /// The configuration.
     pub fn config(&self) -> &SandboxConfig {
         &self.inner.config
+    }
+
+    /// The cgroups runs get.
+    pub fn cgroups(&self) -> &CgroupSupport {
+        &self.inner.cgroups
     }
 
     /// Host paths visible (read-only) inside the jail.
@@ -230,7 +268,10 @@ impl Sandbox {
             .await
             .map_err(|_| Error::Closed)?;
         let lease = match self.isolation() {
-            Isolation::Root => Some(UidLease::acquire(self.inner.config.uid_base)?),
+            Isolation::Root => {
+                let config = &self.inner.config;
+                Some(UidLease::acquire(config.uid_base, &config.lease_dir)?)
+            }
             _ => None,
         };
         // Unique across every sandbox of this process (run folders are named by it).
@@ -238,207 +279,9 @@ impl Sandbox {
         let id = RUNS.fetch_add(1, Ordering::Relaxed);
         let uid = lease.as_ref().map_or(0, |l| l.uid);
         let span = info_span!("sandbox_run", id, uid);
-        self.run_as(program, job, uid, id).instrument(span).await
-    }
-
-    async fn run_as(&self, program: &Path, job: Job, uid: u32, id: u64) -> Result<RunReport> {
-        let config = &self.inner.config;
-        let limits = job.limits.clone().unwrap_or_else(|| config.limits.clone());
-        let mode = match self.isolation() {
-            Isolation::Root => JailMode::Root { uid, gid: uid },
-            // SAFETY: getuid/getgid have no preconditions.
-            Isolation::UserNamespace => unsafe {
-                JailMode::UserNamespace {
-                    uid: libc::getuid(),
-                    gid: libc::getgid(),
-                }
-            },
-            Isolation::Bare => JailMode::Bare,
-        };
-        let run_dir = config
-            .scratch
-            .join(format!("run-{}-{id}", std::process::id()));
-        let work = run_dir.join("work");
-        let new_root = run_dir.join("root");
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
-        let _ = std::fs::remove_dir_all(&run_dir);
-        std::fs::create_dir_all(&work).map_err(io(&work))?;
-        std::fs::create_dir_all(&new_root).map_err(io(&new_root))?;
-        for (name, source) in &job.files {
-            if name.contains('/') || name.is_empty() || name == ".." {
-                return Err(Error::BadPath {
-                    path: PathBuf::from(name),
-                });
-            }
-            let dst = work.join(name);
-            match source {
-                JobFile::Path(src) => std::fs::copy(src, &dst).map(drop).map_err(io(src))?,
-                JobFile::Bytes(bytes) => std::fs::write(&dst, bytes).map_err(io(&dst))?,
-            }
-        }
-        if let JailMode::Root { uid, gid } = mode {
-            chown_tree(&work, uid, gid)?;
-        }
-        let plan = isolation::plan(mode, &self.inner.read_only, &work, &new_root, &limits)?;
-
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(&job.args)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env(
-                "HOME",
-                if plan.mode == JailMode::Bare {
-                    work.as_os_str()
-                } else {
-                    isolation::INSIDE_WORKDIR.as_ref()
-                },
-            )
-            .env("TMPDIR", "/tmp")
-            .env("LANG", "C.UTF-8")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("PYTHONHASHSEED", "0")
-            .envs(config.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        // Settings this machine's numerical libraries need for correct results.
-        for key in ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"] {
-            if let Some(value) = std::env::var_os(key) {
-                command.env(key, value);
-            }
-        }
-        // SAFETY: `enter` performs only system calls on data prepared above.
-        unsafe {
-            command.pre_exec(move || plan.enter());
-        }
-        let started = Instant::now();
-        let mut child = command.spawn().map_err(|source| Error::Spawn {
-            program: program.display().to_string(),
-            source,
-        })?;
-        let pid = child.id().expect("running child has a pid") as i32;
-        let keep = limits.output_bytes;
-        let stdout = tokio::spawn(capture(child.stdout.take().expect("piped"), keep));
-        let stderr = tokio::spawn(capture(child.stderr.take().expect("piped"), keep));
-
-        let waited = tokio::time::timeout(limits.wall_time(), child.wait()).await;
-        // Whatever happened, nothing of the run may outlive it: the process
-        // group, then (root mode) every process of the run's uid.
-        // SAFETY: signalling a process group we created.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-        let (status, timed_out) = match waited {
-            Ok(status) => (
-                status.map_err(|source| Error::Spawn {
-                    program: program.display().to_string(),
-                    source,
-                })?,
-                false,
-            ),
-            Err(_) => (
-                child.wait().await.map_err(|source| Error::Spawn {
-                    program: program.display().to_string(),
-                    source,
-                })?,
-                true,
-            ),
-        };
-        let wall_time = started.elapsed();
-        if let JailMode::Root { uid, .. } = mode {
-            let rounds = tokio::task::spawn_blocking(move || isolation::sweep_uid(uid))
-                .await
-                .expect("sweeper")?;
-            if rounds > 0 {
-                debug!(uid, rounds, "killed leftover processes of the run's uid");
-            }
-        }
-        let drain = Duration::from_secs(2);
-        let stdout = join_capture(stdout, drain).await;
-        let stderr = join_capture(stderr, drain).await;
-
-        let termination = Termination::from_status(status, timed_out);
-        let max = if job.collect_max_bytes == 0 {
-            64 << 20
-        } else {
-            job.collect_max_bytes
-        };
-        let mut files = BTreeMap::new();
-        for name in &job.collect {
-            if let Some(bytes) = read_regular(&work.join(name), max) {
-                files.insert(name.clone(), bytes);
-            }
-        }
-        if let Err(err) = std::fs::remove_dir_all(&run_dir) {
-            warn!(dir = %run_dir.display(), %err, "could not remove a run folder");
-        }
-        let uid = match mode {
-            JailMode::Root { uid, .. } => Some(uid),
-            _ => None,
-        };
-        Ok(RunReport::new(
-            termination,
-            wall_time,
-            stdout,
-            stderr,
-            files,
-            self.isolation(),
-            uid,
-            &limits,
-        ))
-    }
-}
-
-async fn join_capture(handle: tokio::task::JoinHandle<Captured>, wait: Duration) -> Captured {
-    match tokio::time::timeout(wait, handle).await {
-        Ok(Ok(captured)) => captured,
-        _ => Captured {
-            text: String::new(),
-            total_bytes: 0,
-            truncated: true,
-        },
-    }
-}
-
-/// A uid reserved for one run, machine-wide, by an exclusive flock on its
-/// lock file; released when dropped (or when the process dies).
-struct UidLease {
-    uid: u32,
-    _file: std::fs::File,
-}
-
-impl UidLease {
-    const RANGE: u32 = 1024;
-
-    fn acquire(base: u32) -> Result<Self> {
-        use std::os::fd::AsRawFd;
-        let dir = std::env::temp_dir().join("wmrl-sandbox-uids");
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-            path: dir.clone(),
-            source,
-        })?;
-        for uid in base..base + Self::RANGE {
-            let path = dir.join(format!("{uid}.lock"));
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|source| Error::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(Self { uid, _file: file });
-            }
-        }
-        Err(Error::NoIsolation {
-            reason: format!("all {} sandbox uids from {base} are in use", Self::RANGE),
-        })
+        crate::run::run_as(&self.inner, program, job, uid, id)
+            .instrument(span)
+            .await
     }
 }
 
@@ -455,37 +298,4 @@ fn real_folder(path: &Path) -> Result<PathBuf> {
         });
     };
     Ok(std::fs::canonicalize(parent).map_err(io)?.join(name))
-}
-
-/// Reads a file the run left, refusing symlinks and anything not a regular file.
-fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// Hands the work folder to the run's uid.
-fn chown_tree(dir: &Path, uid: u32, gid: u32) -> Result<()> {
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(io)?;
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
-            .map_err(|source| Error::Io { path, source })?;
-    }
-    Ok(())
 }

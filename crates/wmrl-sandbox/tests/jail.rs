@@ -1,5 +1,6 @@
 //! The jail on this machine: what a program inside sees and cannot do.
-//! (The hostile AutoResearch solutions are tested end to end in the root
+//! (Hostile solutions, case by case: `hostile_limits.rs` and
+//! `hostile_escape.rs`; end to end through the research executor: the root
 //! package's `tests/research_sandbox.rs`.)
 
 use std::path::PathBuf;
