@@ -184,20 +184,18 @@ fn a_memory_bomb_hits_the_address_space_limit() {
         wall_time_s: 40.0,
         ..small_limits()
     });
+    // RLIMIT_AS refuses the allocations before any page is used, so the
+    // kernel counts nothing: the run is a crash whose stderr says MemoryError
+    // (a limit is only reported on the kernel's evidence, never on text a
+    // solution could print).
+    let refused = |outcome: &Outcome| match outcome {
+        Outcome::Crashed { stderr_tail, .. } => stderr_tail.contains("MemoryError"),
+        _ => false,
+    };
     let big = f.run("x = bytearray(8 << 30)\n");
-    assert_eq!(
-        big.outcome,
-        Outcome::ResourceLimit {
-            limit: LimitKind::Memory
-        }
-    );
+    assert!(refused(&big.outcome), "{:?}", big.outcome);
     let creeping = f.run("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))\n");
-    assert_eq!(
-        creeping.outcome,
-        Outcome::ResourceLimit {
-            limit: LimitKind::Memory
-        }
-    );
+    assert!(refused(&creeping.outcome), "{:?}", creeping.outcome);
 }
 
 #[test]

@@ -41,7 +41,9 @@ pub enum Outcome {
         /// The first problem found.
         reason: String,
     },
-    /// The program failed (non-zero exit or a signal) without hitting a known limit.
+    /// The program failed (non-zero exit or a signal) without evidence of a
+    /// limit; its stderr may still say why (`MemoryError` when `RLIMIT_AS`
+    /// refused an allocation, which the kernel does not count).
     Crashed {
         /// How it ended.
         termination: Termination,
@@ -50,7 +52,9 @@ pub enum Outcome {
     },
     /// The wall-clock limit passed; the whole run was killed.
     TimedOut,
-    /// A resource limit stopped it.
+    /// A resource limit stopped it, on the kernel's evidence (signal, cgroup
+    /// counters, a full folder: `RunReport::limit_hit`), never on what the
+    /// solution printed.
     ResourceLimit {
         /// Which one.
         limit: LimitKind,

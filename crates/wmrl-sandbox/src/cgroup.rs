@@ -19,6 +19,7 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
+use crate::evidence::Evidence;
 use crate::{Error, Limits, Result};
 
 /// Which cgroups this machine offers the sandbox.
@@ -205,15 +206,6 @@ impl CgroupSupport {
     }
 }
 
-/// What the kernel counted in a run's cgroups.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Evidence {
-    /// Processes the OOM killer killed (the run's memory limit).
-    pub oom_kills: u64,
-    /// Forks refused by `pids.max`.
-    pub pids_refused: u64,
-}
-
 /// The cgroups of one run; removed (their processes killed) when dropped.
 #[derive(Debug)]
 pub(crate) struct RunCgroup {
@@ -317,11 +309,13 @@ impl RunCgroup {
             Evidence {
                 oom_kills: counter(&d[0].join("memory.events"), "oom_kill "),
                 pids_refused: counter(&d[0].join("pids.events"), "max "),
+                ..Evidence::default()
             }
         } else {
             Evidence {
                 oom_kills: counter(&d[0].join("memory.oom_control"), "oom_kill "),
                 pids_refused: counter(&d[1].join("pids.events"), "max "),
+                ..Evidence::default()
             }
         }
     }

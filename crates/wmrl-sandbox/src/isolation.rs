@@ -197,11 +197,14 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<JailPlan> {
         "size={},nr_inodes={inodes},mode=1777",
         limits.tmp_size.max(4096)
     );
+    let mut scratch = Vec::new();
     for dir in ["/tmp", "/dev/shm"] {
         let dir = Path::new(dir);
         mkdirs(dir, &mut steps, true)?;
+        let dst = cstring(&inside(dir))?;
+        scratch.push(dst.clone());
         steps.push(Step::Tmpfs {
-            dst: cstring(&inside(dir))?,
+            dst,
             opts: CString::new(tmp_opts.clone()).expect("no NUL"),
         });
     }
@@ -291,6 +294,7 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<JailPlan> {
             opts: CString::new(work_opts).expect("no NUL"),
             inputs,
             owner,
+            scratch,
             socket,
         }),
         workdir: CString::new(INSIDE_WORKDIR).expect("no NUL"),

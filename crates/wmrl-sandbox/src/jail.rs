@@ -77,7 +77,11 @@ pub(crate) struct WorkPlan {
     pub inputs: Vec<(CString, CString)>,
     /// Owner of the copied files (root mode).
     pub owner: Option<(u32, u32)>,
-    /// The child's end of the socket pair the folder is sent through.
+    /// The private `/tmp` and `/dev/shm` (host view, already mounted when
+    /// the work folder is made), sent back with it so that the parent can
+    /// tell whether the run filled them.
+    pub scratch: Vec<CString>,
+    /// The child's end of the socket pair the folders are sent through.
     pub socket: RawFd,
 }
 

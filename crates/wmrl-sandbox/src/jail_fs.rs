@@ -1,7 +1,8 @@
 //! The jail's filesystem, built by the child in its own mount namespace:
 //! the root tmpfs and its [`Step`]s, recursive read-only binds, the work
-//! folder's tmpfs filled with the job's files (its descriptor sent back to the
-//! parent), and the `pivot_root` into it. Async-signal-safe, like
+//! folder's tmpfs filled with the job's files (its descriptor, and those of
+//! the private `/tmp` and `/dev/shm`, sent back to the parent), and the
+//! `pivot_root` into it. Async-signal-safe, like
 //! [`crate::jail`].
 
 use std::ffi::CStr;
@@ -190,9 +191,15 @@ unsafe fn copy_in(src: &CStr, dst: &CStr, owner: Option<(u32, u32)>) -> io::Resu
     }
 }
 
-/// Sends the open descriptor `fd` over the unix socket `socket` (`SCM_RIGHTS`).
-unsafe fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
-    // SAFETY: msghdr and cmsg built on the stack, as cmsg(3) describes.
+/// Most descriptors sent back from the jail: the work folder, `/tmp`, `/dev/shm`.
+pub(crate) const MAX_SENT: usize = 3;
+
+/// Sends the open descriptors `fds` (at most [`MAX_SENT`]) over the unix
+/// socket `socket` in one message (`SCM_RIGHTS`).
+unsafe fn send_fds(socket: RawFd, fds: &[RawFd]) -> io::Result<()> {
+    let n = fds.len().min(MAX_SENT);
+    // SAFETY: msghdr and cmsg built on the stack, as cmsg(3) describes; the
+    // control buffer (32 bytes) holds the header and three descriptors.
     unsafe {
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec {
@@ -200,21 +207,40 @@ unsafe fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
             iov_len: 1,
         };
         let mut space = [0u64; 4];
+        let bytes = (n * std::mem::size_of::<RawFd>()) as u32;
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        msg.msg_controllen = libc::CMSG_SPACE(bytes) as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as _;
+        let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+        for (i, &fd) in fds[..n].iter().enumerate() {
+            ptr::write_unaligned(data.add(i), fd);
+        }
         if libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) != 1 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
     }
+}
+
+/// Opens the folder `path` (close-on-exec).
+unsafe fn open_folder(path: &CStr) -> io::Result<RawFd> {
+    // SAFETY: open of a valid, NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
 }
 
 /// The work folder: tmpfs, the job's files, its descriptor to the parent.
@@ -231,16 +257,31 @@ unsafe fn make_work(work: &WorkPlan) -> io::Result<()> {
         for (src, dst) in &work.inputs {
             copy_in(src, dst, work.owner)?;
         }
-        let fd = libc::open(
-            work.dst.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+        let mut fds = [-1; MAX_SENT];
+        let mut n = 0;
+        let mut result = Ok(());
+        for path in std::iter::once(&work.dst)
+            .chain(&work.scratch)
+            .take(MAX_SENT)
+        {
+            match open_folder(path) {
+                Ok(fd) => {
+                    fds[n] = fd;
+                    n += 1;
+                }
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
         }
-        let sent = send_fd(work.socket, fd);
-        libc::close(fd);
-        sent
+        if result.is_ok() {
+            result = send_fds(work.socket, &fds[..n]);
+        }
+        for &fd in &fds[..n] {
+            libc::close(fd);
+        }
+        result
     }
 }
 
@@ -313,10 +354,11 @@ impl JailPlan {
     }
 }
 
-/// Receives the descriptor [`make_work`] sent, if it is there.
-pub(crate) fn receive_fd(socket: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+/// Receives the descriptors [`make_work`] sent (the work folder first), if
+/// they are there.
+pub(crate) fn receive_fds(socket: RawFd) -> io::Result<Vec<std::os::fd::OwnedFd>> {
     use std::os::fd::FromRawFd;
-    // SAFETY: msghdr and cmsg on the stack; the received descriptor is owned here.
+    // SAFETY: msghdr and cmsg on the stack; the received descriptors are owned here.
     unsafe {
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec {
@@ -328,7 +370,8 @@ pub(crate) fn receive_fd(socket: RawFd) -> io::Result<std::os::fd::OwnedFd> {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        msg.msg_controllen =
+            libc::CMSG_SPACE((MAX_SENT * std::mem::size_of::<RawFd>()) as u32) as _;
         if libc::recvmsg(
             socket,
             &mut msg,
@@ -344,10 +387,21 @@ pub(crate) fn receive_fd(socket: RawFd) -> io::Result<std::os::fd::OwnedFd> {
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "expected one descriptor (SCM_RIGHTS) from the jail",
+                "expected the work folder's descriptor (SCM_RIGHTS) from the jail",
             ));
         }
-        let fd = ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Ok(std::os::fd::OwnedFd::from_raw_fd(fd))
+        let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+        let n = (bytes / std::mem::size_of::<RawFd>()).min(MAX_SENT);
+        let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+        let fds: Vec<_> = (0..n)
+            .map(|i| std::os::fd::OwnedFd::from_raw_fd(ptr::read_unaligned(data.add(i))))
+            .collect();
+        if fds.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the jail sent no descriptor",
+            ));
+        }
+        Ok(fds)
     }
 }

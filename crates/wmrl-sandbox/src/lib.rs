@@ -10,13 +10,16 @@
 //! - [`cgroup`]: a cgroup per run (memory, processes, CPU of the run as a
 //!   whole); [`uids`]: the per-run uids of root mode and their sweep.
 //! - [`RunReport`]: how a run ended ([`Termination`], [`LimitKind`]), its
-//!   captured output ([`Captured`]) and the files it produced.
+//!   captured output ([`Captured`]) and the files it produced; `evidence`:
+//!   the limit hit, read off the kernel's counters and the run's folders,
+//!   never off the program's output.
 //!
 //! Nothing here knows about tasks or scores: `wmrl-research` validates and
 //! scores what a run leaves behind.
 
 pub mod capture;
 pub mod cgroup;
+mod evidence;
 mod files;
 pub mod isolation;
 mod jail;

@@ -1,11 +1,8 @@
 //! How a run ended: [`Termination`] from the exit status and the wall clock,
-//! and which resource limit (if any) the evidence says was hit.
-//!
-//! The kernel's evidence comes first: the signal (`SIGXCPU`, `SIGXFSZ`) and
-//! the counters of the run's cgroup (OOM kills, refused forks). Only where
-//! the kernel leaves none (an allocation refused by `RLIMIT_AS`, a full
-//! tmpfs) is the program's own last words on stderr read, which a solution
-//! could fake; a limit hit scores 0 either way.
+//! the resource limit (if any) the kernel's evidence shows was hit
+//! ([`RunReport::limit_hit`]), and apart from it the limit the program's
+//! own stderr names ([`RunReport::limit_claimed`], which a solution could
+//! fake). The crate's `evidence` module gathers both.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -14,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::capture::Captured;
-use crate::cgroup::Evidence;
+use crate::evidence::{self, Evidence};
 use crate::{Isolation, Limits};
 
 /// How the process ended.
@@ -72,10 +69,18 @@ pub enum LimitKind {
 pub struct RunReport {
     /// How the process ended.
     pub termination: Termination,
-    /// The limit the evidence points at (signal, cgroup counters, or else the
-    /// last error the program printed: Python's `MemoryError`, `[Errno 27] File
-    /// too large`, `[Errno 11]` from `fork`, `Too many open files`, `[Errno 28]`).
+    /// The limit the kernel's evidence shows the run hit: `SIGXCPU`,
+    /// `SIGXFSZ`, the cgroup's OOM kills and refused forks, a work folder,
+    /// `/tmp` or `/dev/shm` with no space or inode left, a file at the size
+    /// limit. Never read off the program's output.
     pub limit_hit: Option<LimitKind>,
+    /// Where [`Self::limit_hit`] is `None` and the program failed: the limit
+    /// its last lines on stderr name (Python's `MemoryError` when `RLIMIT_AS`
+    /// refused an allocation, `[Errno 11]` when `RLIMIT_NPROC` refused a
+    /// fork, `Too many open files`). The program's claim, not evidence: a
+    /// solution can print anything.
+    #[serde(default)]
+    pub limit_claimed: Option<LimitKind>,
     /// Wall-clock duration.
     pub wall_time: Duration,
     /// Standard output.
@@ -105,10 +110,15 @@ impl RunReport {
         limits: &Limits,
         evidence: Evidence,
     ) -> Self {
-        let limit_hit = infer_limit(termination, evidence, &stderr.text);
+        let limit_hit = evidence::limit_hit(termination, evidence);
+        let limit_claimed = match limit_hit {
+            None => evidence::limit_claimed(termination, &stderr.text),
+            Some(_) => None,
+        };
         Self {
             termination,
             limit_hit,
+            limit_claimed,
             wall_time,
             stdout,
             stderr,
@@ -122,96 +132,5 @@ impl RunReport {
     /// Whether the program exited with status 0 in time.
     pub fn succeeded(&self) -> bool {
         self.termination == Termination::Exited { code: 0 }
-    }
-}
-
-/// Reads the limit off a signal, the cgroup's counters or the last lines of stderr.
-fn infer_limit(termination: Termination, evidence: Evidence, stderr: &str) -> Option<LimitKind> {
-    match termination {
-        Termination::Signaled { signal } if signal == libc::SIGXCPU => {
-            return Some(LimitKind::CpuTime);
-        }
-        Termination::Signaled { signal } if signal == libc::SIGXFSZ => {
-            return Some(LimitKind::FileSize);
-        }
-        Termination::Exited { code: 0 } | Termination::TimedOut => return None,
-        _ if evidence.oom_kills > 0 => return Some(LimitKind::Memory),
-        _ if evidence.pids_refused > 0 => return Some(LimitKind::Processes),
-        Termination::Exited { .. } => {}
-        Termination::Signaled { .. } => return None,
-    }
-    let tail: String = {
-        let lines: Vec<&str> = stderr.lines().rev().take(6).collect();
-        lines.join("\n")
-    };
-    if tail.contains("MemoryError")
-        || tail.contains("Cannot allocate memory")
-        || tail.contains("std::bad_alloc")
-    {
-        Some(LimitKind::Memory)
-    } else if tail.contains("File too large") || tail.contains("[Errno 27]") {
-        Some(LimitKind::FileSize)
-    } else if tail.contains("[Errno 11]") || tail.contains("Resource temporarily unavailable") {
-        Some(LimitKind::Processes)
-    } else if tail.contains("Too many open files") {
-        Some(LimitKind::OpenFiles)
-    } else if tail.contains("No space left on device") || tail.contains("[Errno 28]") {
-        Some(LimitKind::Disk)
-    } else {
-        None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limits_are_read_off_signals_and_python_errors() {
-        let sig = |signal| Termination::Signaled { signal };
-        let exit1 = Termination::Exited { code: 1 };
-        let none = Evidence::default();
-        assert_eq!(
-            infer_limit(sig(libc::SIGXCPU), none, ""),
-            Some(LimitKind::CpuTime)
-        );
-        assert_eq!(
-            infer_limit(exit1, none, "Traceback...\nMemoryError"),
-            Some(LimitKind::Memory)
-        );
-        assert_eq!(
-            infer_limit(exit1, none, "OSError: [Errno 27] File too large"),
-            Some(LimitKind::FileSize)
-        );
-        assert_eq!(
-            infer_limit(
-                exit1,
-                none,
-                "BlockingIOError: [Errno 11] Resource temporarily unavailable"
-            ),
-            Some(LimitKind::Processes)
-        );
-        assert_eq!(infer_limit(exit1, none, "ValueError: bad"), None);
-        assert_eq!(
-            infer_limit(Termination::Exited { code: 0 }, none, "MemoryError"),
-            None
-        );
-        assert_eq!(
-            infer_limit(Termination::TimedOut, none, "MemoryError"),
-            None
-        );
-        let oom = Evidence {
-            oom_kills: 1,
-            pids_refused: 0,
-        };
-        assert_eq!(
-            infer_limit(sig(libc::SIGKILL), oom, ""),
-            Some(LimitKind::Memory)
-        );
-        assert_eq!(infer_limit(sig(libc::SIGKILL), none, "MemoryError"), None);
-        assert_eq!(
-            infer_limit(exit1, none, "OSError: [Errno 28] No space left on device"),
-            Some(LimitKind::Disk)
-        );
     }
 }

@@ -1,6 +1,7 @@
 //! One run, host side: stage the job's files, create the run's cgroups,
 //! spawn the jailed child, enforce the wall clock, kill whatever is left,
-//! read the outputs back through the work folder's descriptor, and clean up.
+//! gather the kernel's evidence of the limits hit, read the outputs back
+//! through the work folder's descriptor, and clean up.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -11,9 +12,10 @@ use tracing::{debug, warn};
 
 use crate::capture::{Captured, capture};
 use crate::cgroup::RunCgroup;
+use crate::evidence::Evidence;
 use crate::isolation::{self, INSIDE_ID, Isolation, PlanInput};
 use crate::jail::JailMode;
-use crate::jail_fs::receive_fd;
+use crate::jail_fs::receive_fds;
 use crate::report::{RunReport, Termination};
 use crate::sandbox::{Inner, Job};
 use crate::{Error, Result, files, uids};
@@ -195,11 +197,12 @@ pub(crate) async fn run_as(
     let keep = limits.output_bytes;
     let stdout = tokio::spawn(capture(child.stdout.take().expect("piped"), keep));
     let stderr = tokio::spawn(capture(child.stderr.take().expect("piped"), keep));
-    let work_fd = if isolated {
-        // Sent by the child before it exec'd, so it is there once `spawn` returned.
-        receive_fd(parent_end.as_raw_fd()).map_err(io_err(&work))
+    // The work folder first, then (isolated) the private /tmp and /dev/shm.
+    let folders = if isolated {
+        // Sent by the child before it exec'd, so they are there once `spawn` returned.
+        receive_fds(parent_end.as_raw_fd()).map_err(io_err(&work))
     } else {
-        open_dir(&work)
+        open_dir(&work).map(|fd| vec![fd])
     };
 
     let timed_out = tokio::time::timeout(limits.wall_time(), exited(pid))
@@ -219,6 +222,7 @@ pub(crate) async fn run_as(
             debug!(uid, rounds, "killed leftover processes of the run's uid");
         }
     }
+    let folders = folders?;
     let evidence = match cgroup {
         Some(group) => tokio::task::spawn_blocking(move || {
             let evidence = group.evidence();
@@ -227,8 +231,10 @@ pub(crate) async fn run_as(
         })
         .await
         .expect("cgroup removal"),
-        None => Default::default(),
+        None => Evidence::default(),
     };
+    let borrowed: Vec<_> = folders.iter().map(AsFd::as_fd).collect();
+    let evidence = evidence.with_folders(&borrowed, isolated, limits.file_size);
     let drain = Duration::from_secs(2);
     let stdout = join_capture(stdout, drain).await;
     let stderr = join_capture(stderr, drain).await;
@@ -239,14 +245,14 @@ pub(crate) async fn run_as(
     } else {
         job.collect_max_bytes
     };
-    let work_fd = work_fd?;
     let mut outputs = BTreeMap::new();
     for file in &job.collect {
-        if let Some(bytes) = files::read_regular_at(work_fd.as_fd(), file, max) {
+        if let Some(bytes) = files::read_regular_at(borrowed[0], file, max) {
             outputs.insert(file.clone(), bytes);
         }
     }
-    drop(work_fd);
+    drop(borrowed);
+    drop(folders);
     let uid = match mode {
         JailMode::Root { uid, .. } => Some(uid),
         _ => None,

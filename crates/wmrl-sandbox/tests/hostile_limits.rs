@@ -1,7 +1,7 @@
 //! Hostile solutions against the limits: an endless loop, a sleeping loop, a
 //! memory bomb, memory spread over processes, a fork bomb, a huge output, a
-//! huge file, a disk fill and an inode fill. Each asserts how the run ended
-//! and that the host is left as it was.
+//! huge file, a disk fill, an inode fill and a faked limit message. Each
+//! asserts how the run ended and that the host is left as it was.
 
 mod common;
 
@@ -47,8 +47,33 @@ async fn a_memory_bomb_hits_the_address_space_limit() {
     };
     let m = marker("membomb");
     let report = run(&sandbox, job(&m, "x = bytearray(8 << 30)\n")).await;
-    assert_eq!(report.limit_hit, Some(LimitKind::Memory), "{report:?}");
+    // RLIMIT_AS refuses the allocation before any page is used: the kernel
+    // counts nothing, so only Python's MemoryError (a claim) names the limit.
+    assert_eq!(report.termination, Termination::Exited { code: 1 });
+    assert_eq!(report.limit_hit, None, "{report:?}");
+    assert_eq!(report.limit_claimed, Some(LimitKind::Memory), "{report:?}");
     assert_host_clean(&sandbox, &report, &m);
+}
+
+#[tokio::test]
+async fn a_limit_message_on_stderr_is_only_a_claim() {
+    let Some(sandbox) = python_sandbox(small()).await else {
+        return;
+    };
+    for (case, code, claimed) in [("spoof", 1, Some(LimitKind::Memory)), ("spoofok", 0, None)] {
+        let m = marker(case);
+        let script = format!(
+            "import sys\nsys.stderr.write('Traceback (most recent call last):\\nMemoryError\\n')\nsys.exit({code})\n"
+        );
+        let report = run(&sandbox, job(&m, &script)).await;
+        assert_eq!(report.termination, Termination::Exited { code });
+        assert_eq!(
+            report.limit_hit, None,
+            "{case}: faked text decided the limit"
+        );
+        assert_eq!(report.limit_claimed, claimed, "{case}");
+        assert_host_clean(&sandbox, &report, &m);
+    }
 }
 
 #[tokio::test]

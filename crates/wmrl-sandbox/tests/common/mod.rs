@@ -189,10 +189,11 @@ pub async fn run(sandbox: &Sandbox, job: Job) -> RunReport {
     let case = job.args.first().map(|a| a.to_string_lossy().into_owned());
     let report = sandbox.run(job).await.expect("the sandbox itself works");
     eprintln!(
-        "outcome: {} | {:?} | limit {:?} | {:.2} s | {:?}, cgroups {}",
+        "outcome: {} | {:?} | limit {:?} (claimed {:?}) | {:.2} s | {:?}, cgroups {}",
         case.unwrap_or_default(),
         report.termination,
         report.limit_hit,
+        report.limit_claimed,
         report.wall_time.as_secs_f64(),
         report.isolation,
         sandbox.cgroups().is_available()
