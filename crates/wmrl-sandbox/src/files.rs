@@ -1,5 +1,5 @@
 //! Host-side files of a run, handled without following links: the checked
-//! scratch folder, the job's files staged for the jail, and the outputs read
+//! scratch and lease folders, the job's files staged for the jail, and the outputs read
 //! back through a descriptor of the work folder.
 
 use std::io::{Read, Write};
@@ -16,24 +16,53 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 /// Creates `dir` (mode 0700) when missing and checks that it is a real
-/// folder owned by this process's user and writable by no one else: a
-/// scratch folder under a shared `/tmp` could otherwise be someone else's.
-pub(crate) fn owned_dir(dir: &Path) -> Result<()> {
+/// folder owned by `owner` and writable by no one else, and that no one
+/// else could replace it: every folder above it belongs to root or `owner`
+/// and is writable by no one else unless sticky (like `/tmp`), and a link
+/// on the way (owned by root or `owner`) leads to such folders too. A
+/// scratch or lease folder under a shared `/tmp` could otherwise be someone
+/// else's, or be swapped for a link between the check and its use.
+pub(crate) fn checked_dir(dir: &Path, owner: u32, expected: &'static str) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(io_err(dir))?;
+    let unsafe_folder = || Error::UnsafeFolder {
+        path: dir.to_path_buf(),
+        expected,
+    };
     let meta = std::fs::symlink_metadata(dir).map_err(io_err(dir))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
-        return Err(Error::UnsafeFolder {
-            path: dir.to_path_buf(),
-            expected: "a folder (not a link) owned by this user and writable by it only",
-        });
+    if !meta.is_dir() || meta.uid() != owner || meta.mode() & 0o022 != 0 {
+        return Err(unsafe_folder());
     }
-    Ok(())
+    let absolute = std::path::absolute(dir).map_err(io_err(dir))?;
+    match absolute.parent() {
+        Some(parent) if !trusted_chain(parent, owner, 2)? => Err(unsafe_folder()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `path` and every folder above it could be changed only by root
+/// or `owner` (see [`checked_dir`]); links are followed `hops` deep at most.
+fn trusted_chain(path: &Path, owner: u32, hops: u32) -> Result<bool> {
+    let mut prefix = std::path::PathBuf::new();
+    for part in path.components() {
+        prefix.push(part);
+        let meta = std::fs::symlink_metadata(&prefix).map_err(io_err(&prefix))?;
+        if meta.uid() != 0 && meta.uid() != owner {
+            return Ok(false);
+        }
+        if meta.file_type().is_symlink() {
+            let real = std::fs::canonicalize(&prefix).map_err(io_err(&prefix))?;
+            if hops == 0 || !trusted_chain(&real, owner, hops - 1)? {
+                return Ok(false);
+            }
+        } else if !meta.is_dir() || (meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A fresh folder `dir` (mode 0700), failing if anything is at its place.

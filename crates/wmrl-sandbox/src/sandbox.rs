@@ -143,7 +143,14 @@ impl Sandbox {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
-        files::owned_dir(&config.scratch)?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        files::checked_dir(
+            &config.scratch,
+            me,
+            "a folder (not a link) owned by this user, writable by it only, under folders only \
+             it or root can change",
+        )?;
         let mut read_only: Vec<PathBuf> = SYSTEM_PATHS
             .iter()
             .chain(ETC_FROM_HOST.iter())

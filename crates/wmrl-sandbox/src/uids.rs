@@ -13,7 +13,7 @@
 //! or plant links there.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
@@ -50,30 +50,14 @@ fn reserved() -> Vec<(u32, u32)> {
 }
 
 /// Checks (creating it when missing) that `dir` is a folder owned by root
-/// and writable by nobody else, without following a link at its place.
+/// and writable by nobody else, not a link, under folders only root can
+/// change (see `files::checked_dir`).
 pub(crate) fn root_owned_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if let Err(source) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
-        return Err(Error::Io {
-            path: dir.to_path_buf(),
-            source,
-        });
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(Error::UnsafeFolder {
-            path: dir.to_path_buf(),
-            expected: "a folder (not a link) owned by root, writable by root only",
-        });
-    }
-    Ok(())
+    crate::files::checked_dir(
+        dir,
+        0,
+        "a folder (not a link) owned by root, writable by root only, under folders only root can change",
+    )
 }
 
 /// A uid reserved for one run, machine-wide, by an exclusive flock on its

@@ -29,7 +29,33 @@ async fn a_scratch_folder_others_can_write_is_refused() {
 }
 
 #[tokio::test]
-async fn a_lease_folder_others_can_write_is_refused_as_root() {
+async fn a_linked_scratch_folder_or_one_under_a_shared_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // Others may write (no sticky bit): they could swap the folder below for a link.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for scratch in [link, shared.join("scratch")] {
+        let config = SandboxConfig {
+            scratch: scratch.clone(),
+            ..SandboxConfig::new("/bin/sh")
+        };
+        match Sandbox::new(config).await {
+            Err(Error::UnsafeFolder { path, .. }) => assert_eq!(path, scratch),
+            other => panic!(
+                "{}: expected UnsafeFolder, got {other:?}",
+                scratch.display()
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_lease_folder_others_can_write_or_a_link_is_refused_as_root() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: uid leases are taken in root mode only");
@@ -37,18 +63,29 @@ async fn a_lease_folder_others_can_write_is_refused_as_root() {
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let config = SandboxConfig {
-        scratch: dir.path().join("scratch"),
-        lease_dir: dir.path().to_path_buf(),
-        ..SandboxConfig::new("/bin/sh")
-    };
-    match Sandbox::new(config).await {
-        Err(Error::UnsafeFolder { path, .. }) => assert_eq!(path, dir.path()),
-        // Without CAP_SYS_ADMIN the root mode fails before it takes a lease.
-        Ok(s) if s.isolation() != wmrl_sandbox::Isolation::Root => {
-            eprintln!("skipped: root mode unavailable here ({})", s.isolation())
+    let scratch = tempfile::tempdir().unwrap();
+    // A link to a good folder is refused too: what it points at can change.
+    let good = tempfile::tempdir().unwrap();
+    let link = scratch.path().join("lease-link");
+    std::os::unix::fs::symlink(good.path(), &link).unwrap();
+    for lease_dir in [dir.path().to_path_buf(), link] {
+        let config = SandboxConfig {
+            scratch: scratch.path().join("scratch"),
+            lease_dir: lease_dir.clone(),
+            ..SandboxConfig::new("/bin/sh")
+        };
+        match Sandbox::new(config).await {
+            Err(Error::UnsafeFolder { path, .. }) => assert_eq!(path, lease_dir),
+            // Without CAP_SYS_ADMIN the root mode fails before it takes a lease.
+            Ok(s) if s.isolation() != wmrl_sandbox::Isolation::Root => {
+                eprintln!("skipped: root mode unavailable here ({})", s.isolation());
+                return;
+            }
+            other => panic!(
+                "{}: expected UnsafeFolder, got {other:?}",
+                lease_dir.display()
+            ),
         }
-        other => panic!("expected UnsafeFolder, got {other:?}"),
     }
 }
 
