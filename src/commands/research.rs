@@ -373,11 +373,17 @@ fn run_solution(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     println!("outcome:    {}", record.outcome.name());
     match &record.outcome {
         Outcome::Scored { score } => println!("score:      {score:.6} ({})", task.metric),
-        Outcome::InvalidSubmission { reason } => println!("reason:     {reason}"),
+        // The solution's words (also from older cache entries): bounded and escaped.
+        Outcome::InvalidSubmission { reason } => {
+            println!("reason:     {}", wmrl_sandbox::printable(reason, 500))
+        }
         Outcome::Crashed {
             termination,
             stderr_tail,
-        } => println!("ended:      {termination:?}\n{stderr_tail}"),
+        } => println!(
+            "ended:      {termination:?}\n{}",
+            wmrl_sandbox::printable(stderr_tail, 2000)
+        ),
         Outcome::ResourceLimit { limit } => println!("limit:      {limit:?}"),
         Outcome::TimedOut => println!("limit:      wall clock ({} s)", args.sandbox.wall_time),
     }

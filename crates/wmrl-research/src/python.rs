@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use wmrl_sandbox::{Limits, Sandbox, SandboxConfig};
 
+use crate::{Error, Result};
+
 /// Whether solutions may run where the machine cannot isolate them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IsolationPolicy {
@@ -33,8 +35,6 @@ fn is_shim(path: &Path) -> bool {
         .and_then(Path::file_name)
         .is_some_and(|dir| dir == "shims")
 }
-
-use crate::{Error, Result};
 
 /// Finds the interpreter (see the module docs); `explicit` wins.
 pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
