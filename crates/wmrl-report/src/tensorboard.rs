@@ -43,15 +43,26 @@ impl EventWriter {
             .map(|h| h.trim().replace(['/', ' '], "_"))
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "localhost".into());
-        let path = dir.join(format!(
+        // A run resumed in the same second by the same process (or a reused
+        // pid) gets a numbered sibling: TensorBoard reads every file.
+        let stem = format!(
             "events.out.tfevents.{seconds}.{host}.{}",
             std::process::id()
-        ));
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
+        );
+        let mut k = 0u32;
+        let (path, file) = loop {
+            let name = if k == 0 {
+                stem.clone()
+            } else {
+                format!("{stem}.{k}")
+            };
+            let path = dir.join(name);
+            match OpenOptions::new().create_new(true).append(true).open(&path) {
+                Ok(file) => break (path, file),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && k < 1000 => k += 1,
+                Err(e) => return Err(io(&path)(e)),
+            }
+        };
         let mut writer = Self { path, file };
         let mut event = Vec::new();
         put_double(&mut event, 1, wall_time());
@@ -406,5 +417,13 @@ mod tests {
             err.contains("checksum") && err.contains("tfevents"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_second_writer_in_the_same_folder_gets_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = EventWriter::create(dir.path()).unwrap();
+        let b = EventWriter::create(dir.path()).unwrap();
+        assert_ne!(a.path(), b.path());
     }
 }
