@@ -5,10 +5,13 @@
 //! with wrong ids and one with NaN. Limits are small so the file runs in
 //! seconds.
 
+mod sandbox_support;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sandbox_support::{say_if_unisolated, test_isolation, venv_python};
 use wmrl_research::executor::{ExecutionRecord, Outcome};
 use wmrl_research::{SolutionRunner, Task};
 use wmrl_sandbox::{LimitKind, Limits};
@@ -392,37 +395,5 @@ fn wrong_ids_and_nan_are_invalid_submissions() {
     match crash.outcome {
         Outcome::Crashed { stderr_tail, .. } => assert!(stderr_tail.contains("bad model")),
         other => panic!("{other:?}"),
-    }
-}
-
-/// The project venv's python (`cargo xtask` creates it), if there.
-fn venv_python() -> Option<std::path::PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|d| d.join(".venv/bin/python"))
-        .find(|p| p.is_file())
-}
-
-/// The tests' isolation policy: an explicit opt-out, since CI machines
-/// (containers without CAP_SYS_ADMIN or user namespaces) may allow no
-/// isolation; the tests that need it check `isolation()` themselves and say
-/// `skipped:` without it. `WMRL_REQUIRE_ISOLATION=1` fails closed instead,
-/// as `wmrl research` does.
-fn test_isolation() -> wmrl_research::python::IsolationPolicy {
-    if std::env::var_os("WMRL_REQUIRE_ISOLATION").is_some_and(|v| v == "1") {
-        wmrl_research::python::IsolationPolicy::Required
-    } else {
-        wmrl_research::python::IsolationPolicy::AllowUnisolated
-    }
-}
-
-/// Says on stderr, once per sandbox, when it runs unisolated under the opt-out.
-fn say_if_unisolated(sandbox: &wmrl_sandbox::Sandbox) {
-    if !sandbox.isolation().is_isolated() {
-        eprintln!(
-            "SANDBOX NOT ISOLATED: this machine allows no namespaces; the research tests run \
-             under their explicit opt-out (IsolationPolicy::AllowUnisolated; \
-             WMRL_REQUIRE_ISOLATION=1 refuses instead)"
-        );
     }
 }

@@ -216,14 +216,6 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// The text of a config shipped with the binary: `demo` (the demo's run).
-    pub fn shipped(name: &str) -> Option<&'static str> {
-        Self::SHIPPED_CONFIGS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, text)| *text)
-    }
-
     /// The shipped run configs: `(name, TOML text)`.
     pub const SHIPPED_CONFIGS: &'static [(&'static str, &'static str)] =
         &[("demo", include_str!("../configs/demo.toml"))];
