@@ -14,8 +14,18 @@ use crate::{Error, Result};
 pub struct MetricsSink {
     path: PathBuf,
     file: File,
-    /// TensorBoard events of the same rows, and the row key giving the step.
-    tensorboard: Option<(EventWriter, String)>,
+    /// TensorBoard events of the same rows.
+    tensorboard: Option<Tensorboard>,
+}
+
+/// Where a sink's TensorBoard events go. The event file is created with the
+/// first row, so a sink opened and dropped (a refused resume) leaves nothing.
+#[derive(Debug)]
+struct Tensorboard {
+    dir: PathBuf,
+    /// The row key holding the step.
+    step_key: String,
+    events: Option<EventWriter>,
 }
 
 impl MetricsSink {
@@ -44,15 +54,19 @@ impl MetricsSink {
     /// are key paths joined with `/`, see [`scalar_leaves`]), at the step
     /// the row's `step_key` holds, into a new event file in the metrics
     /// file's folder: `tensorboard --logdir` on that folder, or a parent,
-    /// shows the run live.
-    pub fn with_tensorboard(mut self, step_key: &str) -> Result<Self> {
+    /// shows the run live. The event file is created with the first row.
+    pub fn with_tensorboard(mut self, step_key: &str) -> Self {
         let dir = self
             .path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        self.tensorboard = Some((EventWriter::create(dir)?, step_key.to_string()));
-        Ok(self)
+        self.tensorboard = Some(Tensorboard {
+            dir: dir.to_path_buf(),
+            step_key: step_key.to_string(),
+            events: None,
+        });
+        self
     }
 
     /// The file rows go to.
@@ -74,14 +88,18 @@ impl MetricsSink {
                 path: self.path.clone(),
                 source,
             })?;
-        if let Some((events, step_key)) = &mut self.tensorboard {
+        if let Some(tb) = &mut self.tensorboard {
             let value = serde_json::to_value(row).map_err(|source| Error::Json {
-                path: events.path().to_path_buf(),
+                path: self.path.clone(),
                 source,
             })?;
             let step = value
-                .get(step_key.as_str())
+                .get(tb.step_key.as_str())
                 .and_then(serde_json::Value::as_i64);
+            let events = match &mut tb.events {
+                Some(events) => events,
+                None => tb.events.insert(EventWriter::create(&tb.dir)?),
+            };
             events.scalars(step.unwrap_or(0), &scalar_leaves(&value))?;
         }
         Ok(())

@@ -275,7 +275,7 @@ impl Trainer {
         let anchors = wmrl_report::MetricsSink::append(&run_dir.join("anchors.jsonl"))?;
         let executor = SandboxExecutor::new(&adapter, runner, runtime, Some(anchors));
         let metrics = wmrl_report::MetricsSink::append(&run_dir.join("metrics.jsonl"))?
-            .with_tensorboard("step")?;
+            .with_tensorboard("step");
         Ok(Self {
             config,
             core,

@@ -287,7 +287,7 @@ impl VlaTrainer {
         // flight go, and the sink reopens the rewritten file.
         let metrics_path = run_dir.join("metrics.jsonl");
         checkpoint::truncate_metrics(&metrics_path, state.iteration)?;
-        trainer.metrics = MetricsSink::append(&metrics_path)?.with_tensorboard("iteration")?;
+        trainer.metrics = MetricsSink::append(&metrics_path)?.with_tensorboard("iteration");
         tracing::info!(iteration = state.iteration, checkpoint = %checkpoint.display(), "run resumed");
         trainer.resumed_from = Some(selected);
         Ok(trainer)
@@ -362,7 +362,7 @@ impl VlaTrainer {
             evaluator: SimExecutor::new(x.envs, eval_options),
             eval_prompts,
             metrics: MetricsSink::append(&run_dir.join("metrics.jsonl"))?
-                .with_tensorboard("iteration")?,
+                .with_tensorboard("iteration"),
             run_dir: run_dir.into(),
             evaluations: Vec::new(),
             executions: 0,

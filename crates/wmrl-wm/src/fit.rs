@@ -71,7 +71,7 @@ pub fn fit(
         path: out_dir.into(),
         source,
     })?;
-    let mut sink = MetricsSink::append(&out_dir.join(METRICS_FILE))?.with_tensorboard("step")?;
+    let mut sink = MetricsSink::append(&out_dir.join(METRICS_FILE))?.with_tensorboard("step");
     let total = config.steps as u64;
     let mut window: Vec<Losses> = Vec::new();
     let mut curves: [Vec<(f64, f64)>; 4] = Default::default();

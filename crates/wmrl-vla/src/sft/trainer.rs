@@ -170,8 +170,7 @@ pub fn train(
             "device": format!("{device:?}"),
         }),
     )?;
-    let mut metrics =
-        MetricsSink::append(&out_dir.join("metrics.jsonl"))?.with_tensorboard("step")?;
+    let mut metrics = MetricsSink::append(&out_dir.join("metrics.jsonl"))?.with_tensorboard("step");
     let mut learner = Learner::new(policy, t.clone(), &instructions)?;
     let mut curves = Curves::default();
     let (mut window, mut window_acc, mut first_loss, mut final_loss) =
