@@ -192,6 +192,10 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let done = sft.join(wmrl_vla::checkpoint::WEIGHTS_FILE).exists();
     stage(global, 2, "behaviour cloning of a tiny VLA", done);
     if !done {
+        if sft.exists() {
+            // A half-trained policy from an interrupted demo.
+            std::fs::remove_dir_all(&sft)?;
+        }
         super::sft::run(
             inner,
             super::sft::SftArgs {
