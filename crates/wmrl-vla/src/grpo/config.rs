@@ -15,8 +15,19 @@ use crate::Result;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GrpoConfig {
-    /// AdamW learning rate (default 1e-4).
+    /// AdamW learning rate (default 1e-4); with `lr_final` set, the rate
+    /// of the first learner update.
     pub lr: f64,
+    /// When set, the learning rate follows a cosine from `lr` down to this
+    /// value over `lr_decay_updates` learner updates (one per iteration),
+    /// then stays there: late updates, taken where gradient noise dominates
+    /// the signal, move the policy less (default unset: constant `lr`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr_final: Option<f64>,
+    /// Learner updates over which the rate decays to `lr_final` (required,
+    /// ≥ 1, when `lr_final` is set; usually the run's `iterations`).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub lr_decay_updates: u64,
     /// AdamW weight decay (default 0).
     pub weight_decay: f64,
     /// Lower clip range: ratios below 1 − `clip_low` are clipped (default 0.2).
@@ -56,6 +67,10 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
 /// The probability ratio the clipped surrogate uses for a chunk whose
 /// executed actions carry M tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +93,8 @@ impl Default for GrpoConfig {
     fn default() -> Self {
         Self {
             lr: 1e-4,
+            lr_final: None,
+            lr_decay_updates: 0,
             weight_decay: 0.0,
             clip_low: 0.2,
             clip_high: 0.28,
@@ -102,6 +119,18 @@ impl GrpoConfig {
         }
     }
 
+    /// The learning rate of learner update `update` (0-based): `lr`, or the
+    /// cosine schedule down to `lr_final` when one is set.
+    pub fn lr_at(&self, update: u64) -> f64 {
+        match self.lr_final {
+            Some(end) if self.lr_decay_updates > 0 => {
+                let t = (update as f64 / self.lr_decay_updates as f64).min(1.0);
+                end + (self.lr - end) * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+            }
+            _ => self.lr,
+        }
+    }
+
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, expected: &str, found: f64| {
@@ -113,6 +142,18 @@ impl GrpoConfig {
         };
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return bad("lr", "a finite number > 0", self.lr);
+        }
+        if let Some(end) = self.lr_final {
+            if !(end.is_finite() && end > 0.0 && end <= self.lr) {
+                return bad("lr_final", "a finite number in (0, lr]", end);
+            }
+            if self.lr_decay_updates == 0 {
+                return bad(
+                    "lr_decay_updates",
+                    "≥ 1 learner updates when `lr_final` is set",
+                    0.0,
+                );
+            }
         }
         for (field, v) in [
             ("clip_low", self.clip_low),
@@ -194,5 +235,45 @@ mod tests {
         let config: GrpoConfig = serde_json::from_str(r#"{"ratio": "token"}"#).unwrap();
         assert_eq!(config.ratio, RatioKind::Token);
         assert!(serde_json::from_str::<GrpoConfig>(r#"{"ratio": "tokens"}"#).is_err());
+    }
+
+    #[test]
+    fn the_cosine_schedule_runs_from_lr_to_lr_final_and_stays() {
+        let constant = GrpoConfig::default();
+        assert_eq!(constant.lr_at(0), constant.lr);
+        assert_eq!(constant.lr_at(1000), constant.lr);
+        assert!(
+            !serde_json::to_string(&constant)
+                .unwrap()
+                .contains("lr_final")
+        );
+        let cosine = GrpoConfig {
+            lr: 1e-4,
+            lr_final: Some(1e-5),
+            lr_decay_updates: 10,
+            ..Default::default()
+        };
+        cosine.validate().unwrap();
+        assert!((cosine.lr_at(0) - 1e-4).abs() < 1e-12);
+        assert!((cosine.lr_at(5) - 5.5e-5).abs() < 1e-12);
+        assert!((cosine.lr_at(10) - 1e-5).abs() < 1e-12);
+        assert!((cosine.lr_at(50) - 1e-5).abs() < 1e-12);
+        assert!((1..10).all(|u| cosine.lr_at(u) < cosine.lr_at(u - 1)));
+        let err = GrpoConfig {
+            lr_decay_updates: 0,
+            ..cosine.clone()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("lr_decay_updates"), "{err}");
+        let err = GrpoConfig {
+            lr_final: Some(1e-3),
+            ..cosine
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("lr_final"), "{err}");
     }
 }
