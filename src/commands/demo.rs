@@ -99,6 +99,16 @@ impl Sizes {
     }
 }
 
+/// Removes what an interrupted demo left of a stage's folder (a half-trained
+/// model), so the stage is rebuilt from scratch.
+fn clear_interrupted(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("clearing the unfinished stage {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 fn stage(global: &GlobalArgs, n: usize, what: &str, cached: bool) {
     if !global.json {
         let note = if cached { " (cached)" } else { "" };
@@ -192,10 +202,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let done = sft.join(wmrl_vla::checkpoint::WEIGHTS_FILE).exists();
     stage(global, 2, "behaviour cloning of a tiny VLA", done);
     if !done {
-        if sft.exists() {
-            // A half-trained policy from an interrupted demo.
-            std::fs::remove_dir_all(&sft)?;
-        }
+        clear_interrupted(&sft)?;
         super::sft::run(
             inner,
             super::sft::SftArgs {
@@ -240,10 +247,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> anyhow::Result<()> {
     let done = wm.join(wmrl_wm::checkpoint::CONFIG_FILE).exists();
     stage(global, 4, "world model on demonstrations + rollouts", done);
     if !done {
-        if wm.exists() {
-            // A half-trained world model from an interrupted demo.
-            std::fs::remove_dir_all(&wm)?;
-        }
+        clear_interrupted(&wm)?;
         super::wm::train(
             inner,
             super::wm::TrainArgs {

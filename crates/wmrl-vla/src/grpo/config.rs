@@ -26,7 +26,7 @@ pub struct GrpoConfig {
     pub lr_final: Option<f64>,
     /// Learner updates over which the rate decays to `lr_final` (required,
     /// ≥ 1, when `lr_final` is set; usually the run's `iterations`).
-    #[serde(skip_serializing_if = "is_zero_u64")]
+    #[serde(skip_serializing_if = "is_zero")]
     pub lr_decay_updates: u64,
     /// AdamW weight decay (default 0).
     pub weight_decay: f64,
@@ -63,12 +63,8 @@ pub struct GrpoConfig {
     pub latent_adapter: i64,
 }
 
-fn is_zero(v: &i64) -> bool {
-    *v == 0
-}
-
-fn is_zero_u64(v: &u64) -> bool {
-    *v == 0
+fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// The probability ratio the clipped surrogate uses for a chunk whose

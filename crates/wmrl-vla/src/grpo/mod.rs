@@ -74,7 +74,7 @@ pub struct LearnStats {
     pub mean_abs_log_ratio: f64,
     /// Gradient norm before clipping.
     pub grad_norm: f64,
-    /// Learning rate of this update ([`GrpoConfig::lr_at`]).
+    /// Learning rate the optimiser stepped with ([`GrpoConfig::lr_at`]).
     #[serde(default)]
     pub lr: f64,
 }
@@ -319,15 +319,13 @@ impl Policy<VlaAdapter> for VlaLearner {
         }
         let ids = self.policy.tokenize(&rows.instructions);
         let minibatches = self.minibatches(&rows);
-        let lr = self.config.lr_at(self.steps);
-        self.optimizer.set_lr(lr);
+        self.optimizer.set_lr(self.config.lr_at(self.steps));
         // Statistics are those of the last epoch.
         for _ in 0..self.config.epochs {
             self.last = LearnStats {
                 rollouts: rows.rollouts,
                 uninformative_groups: rows.uninformative_groups,
                 tasks: tasks.clone(),
-                lr,
                 ..self.epoch(&minibatches, &ids, chunks, batch.step)
             };
         }
@@ -437,7 +435,7 @@ impl VlaLearner {
             clip_fraction: sums.clipped / n,
             mean_abs_log_ratio: sums.moved / n,
             grad_norm,
-            lr: self.config.lr_at(self.steps),
+            lr: self.optimizer.config().lr,
         }
     }
 }
