@@ -7,8 +7,12 @@ mod commands;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let cli = cli::Cli::parse_from(&args);
     cli::init_tracing(cli.global.verbose);
+    if let Some(note) = cli::deprecation(&args) {
+        eprintln!("note: {note}");
+    }
     match commands::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

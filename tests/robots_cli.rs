@@ -1,4 +1,4 @@
-//! End-to-end tests of `wmrl robotd` and `wmrl robots …` as separate
+//! End-to-end tests of `wmrl robots serve` and `wmrl robots …` as separate
 //! processes: discovery, a daemon killed with SIGKILL, certificates, bad input.
 
 use std::process::{Child, Command, Stdio};
@@ -55,7 +55,8 @@ fn a_daemon_announces_itself_and_disappears_when_killed() {
     let mut daemon = KillOnDrop(
         wmrl()
             .args([
-                "robotd",
+                "robots",
+                "serve",
                 "--id",
                 "cli-panda",
                 "--listen",
@@ -138,13 +139,21 @@ fn certs_writes_a_ca_identities_and_zenoh_configs() {
 fn bad_robot_arguments_fail_with_clear_messages() {
     let cases: [(&[&str], &str); 4] = [
         (
-            &["robotd", "--id", "bad/id", "--connect", "tcp/127.0.0.1:1"],
+            &[
+                "robots",
+                "serve",
+                "--id",
+                "bad/id",
+                "--connect",
+                "tcp/127.0.0.1:1",
+            ],
             "bad/id",
         ),
-        (&["robotd", "--id", "x"], "--connect"),
+        (&["robots", "serve", "--id", "x"], "--connect"),
         (
             &[
-                "robotd",
+                "robots",
+                "serve",
                 "--id",
                 "x",
                 "--driver",

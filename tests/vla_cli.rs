@@ -1,4 +1,4 @@
-//! The `wmrl sft`, `wmrl demos` and `wmrl eval` commands end to end, and their
+//! The `wmrl sft`, `wmrl data` and `wmrl eval` commands end to end, and their
 //! bad-input behaviour (non-zero exit, the offending file named).
 
 use std::ffi::OsStr;
@@ -135,7 +135,7 @@ fn corrupt_demonstration_is_named_and_stops_sft_and_check() {
         text(&run)
     );
     assert!(!out.join("model.safetensors").exists());
-    let check = wmrl(&["demos", "check", demos.to_str().unwrap()]);
+    let check = wmrl(&["data", "check", demos.to_str().unwrap()]);
     assert!(!check.status.success());
     assert!(
         text(&check).contains("004.demo") && text(&check).contains("1 of 12"),
@@ -263,7 +263,7 @@ fn takeover_collection_records_the_expert_from_the_policys_state() {
         );
         assert_eq!(episode.agent_view.len(), episode.steps() + 1);
     }
-    let check = wmrl(&["demos", "check", out.to_str().unwrap()]);
+    let check = wmrl(&["data", "check", out.to_str().unwrap()]);
     assert!(check.status.success(), "{}", text(&check));
 }
 
@@ -277,7 +277,8 @@ fn eval_runs_through_a_robot_daemon_over_zenoh() {
     };
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_wmrl"))
         .args([
-            "robotd",
+            "robots",
+            "serve",
             "--id",
             "eval-robot",
             "--listen",

@@ -107,7 +107,7 @@ fn empty_folder_stops_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let err = DemoDataset::load(dir.path(), &options()).unwrap_err();
     assert!(matches!(err, Error::EmptyDataset { .. }));
-    assert!(err.to_string().contains("wmrl demos collect"), "{err}");
+    assert!(err.to_string().contains("wmrl data collect"), "{err}");
 }
 
 #[test]

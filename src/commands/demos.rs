@@ -1,4 +1,4 @@
-//! `wmrl demos …`: collect scripted-expert demonstrations, check a folder.
+//! `wmrl data …`: collect scripted-expert demonstrations, check a folder.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use wmrl_vla::sim::{self, CollectOptions};
 
 use crate::cli::GlobalArgs;
 
-/// Arguments of `wmrl demos`.
+/// Arguments of `wmrl data`.
 #[derive(Debug, Args)]
 pub struct DemosArgs {
     #[command(subcommand)]
@@ -26,7 +26,7 @@ pub enum DemosCommand {
     Check(CheckArgs),
 }
 
-/// Arguments of `wmrl demos collect`.
+/// Arguments of `wmrl data collect`.
 #[derive(Debug, Args)]
 pub struct CollectArgs {
     /// Task suite (only `libero-long`).
@@ -80,7 +80,7 @@ pub struct CollectArgs {
     pub out: PathBuf,
 }
 
-/// Arguments of `wmrl demos check`.
+/// Arguments of `wmrl data check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Demonstration folder.

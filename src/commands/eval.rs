@@ -55,7 +55,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Where episodes run: `sim` (in-process simulator) or `zenoh` (robots
-    /// served by `wmrl robotd`, reached with --connect/--listen/--zenoh-config).
+    /// served by `wmrl robots serve`, reached with --connect/--listen/--zenoh-config).
     #[arg(long, default_value = "sim")]
     pub executor: String,
     #[command(flatten)]

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod config;
 pub mod demo;
 pub mod demos;
 pub mod device;
@@ -26,7 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Device => device::run(&global),
         Command::Bench(args) => bench::run(&global, args),
         Command::Sft(args) => sft::run(&global, args),
-        Command::Demos(args) => demos::run(&global, args),
+        Command::Data(args) => demos::run(&global, args),
         Command::Eval(args) => eval::run(&global, args),
         Command::Research(args) => research::run(&global, args),
         Command::Sim(args) => sim::run(&global, args),
@@ -38,5 +39,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scene(args) => scene::run(&global, args),
         Command::Calibrate(args) => calibrate::run(&global, args),
         Command::Synth(args) => synth::run(&global, args),
+        Command::Config(args) => config::run(&global, args),
     }
 }

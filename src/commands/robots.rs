@@ -1,4 +1,4 @@
-//! `wmrl robotd` (serve one robot over zenoh) and `wmrl robots …` (TLS
+//! `wmrl robots serve` (serve one robot over zenoh) and `wmrl robots …` (TLS
 //! certificates and configs, a router, emergency stop, discovery).
 
 use std::path::PathBuf;
@@ -52,7 +52,7 @@ impl ZenohArgs {
     }
 }
 
-/// Arguments of `wmrl robotd`.
+/// Arguments of `wmrl robots serve`.
 #[derive(Debug, Args)]
 pub struct RobotdArgs {
     /// The robot's id (its key `wmrl/robots/<id>/…`).
@@ -80,7 +80,7 @@ pub struct RobotdArgs {
     pub limits: Option<PathBuf>,
 }
 
-/// `wmrl robotd`: serve one robot until interrupted.
+/// `wmrl robots serve`: serve one robot until interrupted.
 pub fn robotd(_global: &GlobalArgs, args: RobotdArgs) -> anyhow::Result<()> {
     let id = RobotId::new(&args.id)?;
     if args.driver != "sim" {
@@ -130,6 +130,8 @@ pub struct RobotsArgs {
 /// Robot-network tools.
 #[derive(Debug, Subcommand)]
 pub enum RobotsCommand {
+    /// Serve one robot over zenoh on the arm's computer (the simulator driver is built in).
+    Serve(RobotdArgs),
     /// Write a private CA, certificates and zenoh configs (router with access control, clients).
     Certs {
         /// Output folder.
@@ -174,6 +176,7 @@ pub enum RobotsCommand {
 /// `wmrl robots …`.
 pub fn robots(global: &GlobalArgs, args: RobotsArgs) -> anyhow::Result<()> {
     match args.command {
+        RobotsCommand::Serve(args) => robotd(global, args),
         RobotsCommand::Certs {
             out,
             port,

@@ -14,7 +14,7 @@ use crate::cli::GlobalArgs;
 /// Arguments of `wmrl sft`.
 #[derive(Debug, Args)]
 pub struct SftArgs {
-    /// Demonstration folder (written by `wmrl demos collect`).
+    /// Demonstration folder (written by `wmrl data collect`).
     #[arg(long)]
     pub demos: PathBuf,
     /// Model and training config: a shipped name (tiny, small, cpu, gpu) or a TOML file.

@@ -76,7 +76,7 @@ pub struct TrainArgs {
     /// Policy checkpoint whose observation encoder the world model shares.
     #[arg(long)]
     pub policy: PathBuf,
-    /// Demonstration folders (`wmrl demos collect`), repeatable.
+    /// Demonstration folders (`wmrl data collect`), repeatable.
     #[arg(long)]
     pub demos: Vec<PathBuf>,
     /// Recorded episode files (`wmrl wm collect`), repeatable.
@@ -105,7 +105,7 @@ pub struct EvalArgs {
     /// Held-out recorded episode files (`wmrl wm collect`), repeatable.
     #[arg(long)]
     pub episodes: Vec<PathBuf>,
-    /// Held-out demonstration folders (`wmrl demos collect`), repeatable.
+    /// Held-out demonstration folders (`wmrl data collect`), repeatable.
     #[arg(long)]
     pub demos: Vec<PathBuf>,
     /// Output folder for wm_eval.json and reliability.png (default: WM/eval).

@@ -1,4 +1,4 @@
-//! `wmrl robotd`: serves one robot over zenoh through a [`RobotDriver`].
+//! `wmrl robots serve`: serves one robot over zenoh through a [`RobotDriver`].
 //!
 //! The daemon announces the robot with a liveliness token, answers `info`
 //! queries, starts episodes only after a completed reset, executes action

@@ -1,4 +1,4 @@
-//! The robot-side seam: [`RobotDriver`] is what `wmrl robotd` needs from an
+//! The robot-side seam: [`RobotDriver`] is what `wmrl robots serve` needs from an
 //! arm, and [`SimDriver`] serves the project's simulator through it.
 //!
 //! # Adding a driver for real hardware

@@ -29,7 +29,7 @@ pub enum Error {
     Protocol(#[from] ProtocolError),
     /// No usable robot announced itself in time.
     #[error(
-        "no robot available after {waited_s:.1} s (is a `wmrl robotd` connected to the same zenoh network?){detail}"
+        "no robot available after {waited_s:.1} s (is a `wmrl robots serve` connected to the same zenoh network?){detail}"
     )]
     NoRobots {
         /// Seconds waited.

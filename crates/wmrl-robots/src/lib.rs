@@ -6,7 +6,7 @@
 //! - [`driver`]: the [`RobotDriver`](driver::RobotDriver) seam a robot
 //!   implements, and [`SimDriver`](driver::SimDriver) for the simulator.
 //! - [`safety`]: workspace and speed limits the daemon applies to every action.
-//! - [`daemon`]: `wmrl robotd`, serving one robot (watchdog, emergency stop,
+//! - [`daemon`]: `wmrl robots serve`, serving one robot (watchdog, emergency stop,
 //!   resets, rejection of bad input).
 //! - [`pool`]: the trainer's [`ZenohExecutorPool`](pool::ZenohExecutorPool),
 //!   an `AnchorExecutor` over every robot it discovers.

@@ -116,7 +116,7 @@ pub enum Error {
         computed: u32,
     },
     /// A demonstration folder holds no episodes.
-    #[error("no demonstrations in {dir}: expected *.demo files (run `wmrl demos collect` first)")]
+    #[error("no demonstrations in {dir}: expected *.demo files (run `wmrl data collect` first)")]
     EmptyDataset {
         /// The folder searched.
         dir: PathBuf,

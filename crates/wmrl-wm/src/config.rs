@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 
-const SHIPPED_CONFIGS: [(&str, &str); 4] = [
+/// The shipped configs, by name.
+pub const SHIPPED_CONFIGS: [(&str, &str); 4] = [
     ("tiny", include_str!("../configs/tiny.toml")),
     ("cpu", include_str!("../configs/cpu.toml")),
     ("small", include_str!("../configs/small.toml")),

@@ -1,6 +1,6 @@
 //! `manifest.json`: what a demonstration folder was collected for.
 //!
-//! Written by `wmrl demos collect` beside the episode files. The loader uses it
+//! Written by `wmrl data collect` beside the episode files. The loader uses it
 //! to know which tasks must be present: a task listed here with no successful
 //! episode on disk stops training with a clear message.
 

@@ -1,4 +1,4 @@
-//! `wmrl demos collect`: scripted-expert demonstrations with noise injection.
+//! `wmrl data collect`: scripted-expert demonstrations with noise injection.
 //!
 //! Noise injection follows DART (Laskey et al. 2017, "DART: Noise Injection
 //! for Robust Imitation Learning"): the environment executes the expert's

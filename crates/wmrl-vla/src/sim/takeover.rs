@@ -1,4 +1,4 @@
-//! `wmrl demos collect --takeover CHECKPOINT`: expert demonstrations from the
+//! `wmrl data collect --takeover CHECKPOINT`: expert demonstrations from the
 //! states a policy drives itself into.
 //!
 //! Behaviour cloning compounds its own errors: a cloned policy drifts to
