@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use sandbox_support::{say_if_unisolated, test_isolation, venv_python};
 use wmrl_core::Mode;
-use wmrl_research::train::{TrainConfig, Trainer};
+use wmrl_research::train::{ResearchConfig, Trainer};
 use wmrl_research::{SolutionRunner, Task};
 use wmrl_sandbox::Limits;
 
@@ -69,11 +69,11 @@ fn a_short_wmrl_run_writes_metrics_plots_and_checkpoints() {
     let cache = wmrl_research::ExecutionCache::open(&dir.path().join("cache.jsonl")).unwrap();
     let (rt, runner) = sandboxed_runner(limits, Some(cache));
 
-    let mut config = TrainConfig {
+    let mut config = ResearchConfig {
         steps: 2,
         eval_every: 2,
         eval_samples: 1,
-        ..TrainConfig::default()
+        ..ResearchConfig::default()
     };
     config.core.mode = Mode::Wmrl;
     config.core.groups = 2;
@@ -151,11 +151,11 @@ fn a_run_can_score_with_the_llm_judge_instead_of_the_text_model() {
     let task = tiny_task(&dir.path().join("line"));
     let (rt, runner) = sandboxed_runner(Limits::default(), None);
     let server = common::serve(vec![(200, "{\"percentile\": 70}".into())]);
-    let mut config = TrainConfig {
+    let mut config = ResearchConfig {
         steps: 1,
         eval_every: 1,
         eval_samples: 1,
-        ..TrainConfig::default()
+        ..ResearchConfig::default()
     };
     config.core.mode = Mode::Wmrl;
     config.core.groups = 2;

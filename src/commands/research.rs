@@ -54,7 +54,7 @@ pub struct TrainArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// A JSON file with a full TrainConfig (flags override its mode, steps and seed).
+    /// A JSON file with a full ResearchConfig (flags override its mode, steps and seed).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Run folder (default: runs/research-<mode>-<seed>).

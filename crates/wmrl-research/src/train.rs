@@ -13,7 +13,7 @@
 //! The world model is the tch text model by default. It starts from the
 //! executions that built the leaderboards (the reference solutions and
 //! their percentiles): no sandbox run beyond task construction. With
-//! [`TrainConfig::judge`] set, an LLM judge behind an OpenAI-compatible
+//! [`ResearchConfig::judge`] set, an LLM judge behind an OpenAI-compatible
 //! endpoint scores the solutions instead ([`crate::judge`]); the core
 //! calibrates and denoises its scores exactly as the text model's. Either
 //! scorer sits behind [`crate::recall::Recall`]: a solution the run has
@@ -45,7 +45,7 @@ use crate::{Error, Result};
 /// Settings of a training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TrainConfig {
+pub struct ResearchConfig {
     /// The core: mode, groups, group size, anchor ratio, seed (default: groups 10, size 8, ρ = 0.1, min 8 calibration pairs).
     pub core: CoreConfig,
     /// Training steps (default: 20).
@@ -69,7 +69,7 @@ pub struct TrainConfig {
     pub judge: Option<JudgeConfig>,
 }
 
-impl Default for TrainConfig {
+impl Default for ResearchConfig {
     fn default() -> Self {
         let mut core = CoreConfig {
             groups: 10,
@@ -93,7 +93,7 @@ impl Default for TrainConfig {
 
 /// One evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Evaluation {
+pub struct ResearchEvaluation {
     /// Step after which it ran.
     pub step: u64,
     /// Real training executions so far (logical: cache hits count).
@@ -109,13 +109,13 @@ pub struct Evaluation {
 
 /// What a run produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainSummary {
+pub struct ResearchSummary {
     /// The mode.
     pub mode: String,
     /// The seed.
     pub seed: u64,
     /// Evaluations in order.
-    pub evaluations: Vec<Evaluation>,
+    pub evaluations: Vec<ResearchEvaluation>,
     /// Real training executions (logical).
     pub executions: u64,
     /// Of those, distinct solutions.
@@ -160,7 +160,7 @@ impl TextScorer for Scorer {
 
 /// A training run.
 pub struct Trainer {
-    config: TrainConfig,
+    config: ResearchConfig,
     core: Core,
     adapter: ResearchAdapter,
     policy: PlanPolicy,
@@ -170,7 +170,7 @@ pub struct Trainer {
     run_dir: PathBuf,
     executions: u64,
     world_model_calls: u64,
-    evaluations: Vec<Evaluation>,
+    evaluations: Vec<ResearchEvaluation>,
 }
 
 fn row_of(report: &StepReport) -> serde_json::Value {
@@ -196,7 +196,7 @@ fn row_of(report: &StepReport) -> serde_json::Value {
 impl Trainer {
     /// Sets a run up in `run_dir` (created; `config.json` written).
     pub fn new(
-        config: TrainConfig,
+        config: ResearchConfig,
         tasks: Vec<Task>,
         runner: SolutionRunner,
         runtime: Arc<tokio::runtime::Runtime>,
@@ -292,7 +292,7 @@ impl Trainer {
     }
 
     /// Evaluates the current policy (see the module docs).
-    pub fn evaluate(&mut self, step: u64) -> Result<Evaluation> {
+    pub fn evaluate(&mut self, step: u64) -> Result<ResearchEvaluation> {
         let _span = tracing::info_span!("evaluate", step).entered();
         let tasks = self.adapter.tasks().clone();
         let requests: Vec<(usize, u64)> = (0..tasks.len())
@@ -311,7 +311,7 @@ impl Trainer {
             per_task[solution.task] += record?.reward() / self.config.eval_samples as f64;
         }
         let mean_percentile = per_task.iter().sum::<f64>() / per_task.len() as f64;
-        Ok(Evaluation {
+        Ok(ResearchEvaluation {
             step,
             executions: self.executions,
             distinct_executions: self.executor.distinct_executions(),
@@ -323,8 +323,8 @@ impl Trainer {
     /// Runs every step; `progress(step, last evaluation)` after each.
     pub fn run(
         &mut self,
-        progress: &mut dyn FnMut(u64, Option<&Evaluation>),
-    ) -> Result<TrainSummary> {
+        progress: &mut dyn FnMut(u64, Option<&ResearchEvaluation>),
+    ) -> Result<ResearchSummary> {
         tch::set_num_threads(1);
         let first = self.evaluate(0)?;
         self.metrics.write(&serde_json::json!({"step": 0, "executions": 0, "eval_mean_percentile": first.mean_percentile, "eval_per_task": first.per_task}))?;
@@ -368,7 +368,7 @@ impl Trainer {
         self.checkpoint()?;
         self.plot()?;
         let stats = self.executor.runner().stats();
-        Ok(TrainSummary {
+        Ok(ResearchSummary {
             mode: self.config.core.mode.name().into(),
             seed: self.config.core.seed,
             evaluations: self.evaluations.clone(),

@@ -12,7 +12,7 @@ use crate::{Error, Result};
 /// The simulator as anchor executor and evaluator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ExecutorSettings {
+pub struct ExecutorConfig {
     /// Environments stepped in parallel.
     pub envs: usize,
     /// Control steps per episode (LIBERO-Long: 520).
@@ -31,7 +31,7 @@ pub struct ExecutorSettings {
     pub eval_execute_steps: Option<usize>,
 }
 
-impl Default for ExecutorSettings {
+impl Default for ExecutorConfig {
     fn default() -> Self {
         Self {
             envs: 16,
@@ -43,7 +43,7 @@ impl Default for ExecutorSettings {
     }
 }
 
-impl ExecutorSettings {
+impl ExecutorConfig {
     /// The re-planning stride of evaluation: `eval_execute_steps`, else `execute_steps`.
     pub fn eval_stride(&self) -> Option<usize> {
         self.eval_execute_steps.or(self.execute_steps)
@@ -91,7 +91,7 @@ pub struct TrainConfig {
     /// The learner.
     pub grpo: GrpoConfig,
     /// The simulator.
-    pub executor: ExecutorSettings,
+    pub executor: ExecutorConfig,
     /// Imagined control steps per episode (default: the executor's `max_steps`).
     pub imagine_steps: Option<usize>,
     /// Branched imagination: execute the first this many chunks of every
@@ -139,7 +139,7 @@ impl Default for TrainConfig {
             eval_every: 10,
             eval_states: 10,
             grpo: GrpoConfig::default(),
-            executor: ExecutorSettings::default(),
+            executor: ExecutorConfig::default(),
             imagine_steps: None,
             imagine_prefix_chunks: 0,
             train_imagined_chunks: false,

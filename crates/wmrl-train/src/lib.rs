@@ -38,7 +38,7 @@ mod trainer;
 
 pub use anchors::{AnchorStream, ExecutorError};
 pub use checkpoint::OnDamage;
-pub use config::{ExecutorSettings, TrainConfig};
+pub use config::{ExecutorConfig, TrainConfig};
 pub use error::{Error, Result};
 pub use signal::{SignalTracker, StarvedTask};
 pub use timed::{Clock, Timed};

@@ -211,7 +211,7 @@ impl ModelConfig {
 /// Behaviour-cloning hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TrainConfig {
+pub struct SftConfig {
     /// Optimiser steps (default: 2000).
     pub steps: u64,
     /// Samples per step (default: 64).
@@ -249,7 +249,7 @@ pub struct TrainConfig {
     pub label_sigma_bins: f64,
 }
 
-impl Default for TrainConfig {
+impl Default for SftConfig {
     fn default() -> Self {
         Self {
             steps: 2000,
@@ -271,7 +271,7 @@ impl Default for TrainConfig {
     }
 }
 
-impl TrainConfig {
+impl SftConfig {
     /// Checks the values that serde cannot.
     pub fn validate(&self) -> Result<()> {
         let bad = |message: String| Err(wmrl_config::Error::invalid("train", message).into());
@@ -325,7 +325,7 @@ pub struct VlaConfig {
     /// Architecture.
     pub model: ModelConfig,
     /// Behaviour cloning.
-    pub train: TrainConfig,
+    pub train: SftConfig,
 }
 
 impl VlaConfig {

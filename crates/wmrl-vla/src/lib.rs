@@ -41,7 +41,7 @@ pub mod synthetic;
 pub mod tokenizer;
 
 pub use binning::ActionBinning;
-pub use config::{ModelConfig, TrainConfig, VlaConfig};
+pub use config::{ModelConfig, SftConfig, VlaConfig};
 pub use distribution::{ActionDistribution, Decoding};
 pub use error::{Error, Result};
 pub use inference::{ActionChunk, PolicyInput};

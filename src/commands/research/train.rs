@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use wmrl_research::train::{TrainConfig, TrainSummary, Trainer};
+use wmrl_research::train::{ResearchConfig, ResearchSummary, Trainer};
 use wmrl_research::{ExecutionCache, Task, suite};
 
 use super::{ExperimentArgs, SandboxArgs, TrainArgs, runner, runtime};
@@ -57,12 +57,12 @@ fn open_cache(spec: Option<&str>) -> anyhow::Result<Option<ExecutionCache>> {
 fn run_one(
     global: &GlobalArgs,
     rt: &Arc<tokio::runtime::Runtime>,
-    config: TrainConfig,
+    config: ResearchConfig,
     tasks: Vec<Task>,
     sandbox: &SandboxArgs,
     cache: Option<ExecutionCache>,
     out: &Path,
-) -> anyhow::Result<TrainSummary> {
+) -> anyhow::Result<ResearchSummary> {
     let device = wmrl_tch::select_device(global.device)?;
     let runner = rt.block_on(runner(sandbox, cache))?;
     let (steps, mode, seed) = (config.steps, config.core.mode, config.core.seed);
@@ -98,14 +98,14 @@ pub fn train(global: &GlobalArgs, args: TrainArgs) -> anyhow::Result<()> {
             &args.sandbox,
         )?,
     };
-    let mut config: TrainConfig = match &args.config {
+    let mut config: ResearchConfig = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a valid TrainConfig", path.display()))?
+                .with_context(|| format!("{}: not a valid ResearchConfig", path.display()))?
         }
-        None => TrainConfig::default(),
+        None => ResearchConfig::default(),
     };
     config.core.mode = args.mode;
     config.core.seed = args.seed;
@@ -208,9 +208,9 @@ fn crossing_ratio(
 
 /// The default research training config with `KEY=VALUE` overrides applied
 /// (unknown keys and ill-typed values are rejected, naming the key).
-fn config_with_overrides(overrides: &[String]) -> anyhow::Result<TrainConfig> {
+fn config_with_overrides(overrides: &[String]) -> anyhow::Result<ResearchConfig> {
     Ok(wmrl_config::with_overrides(
-        &TrainConfig::default(),
+        &ResearchConfig::default(),
         overrides,
     )?)
 }
@@ -223,10 +223,10 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs/research-experiment"));
     let base = config_with_overrides(&args.set)?;
-    let mut runs: Vec<TrainSummary> = Vec::new();
+    let mut runs: Vec<ResearchSummary> = Vec::new();
     for &seed in &args.seeds {
         for &mode in &args.modes {
-            let mut config = TrainConfig {
+            let mut config = ResearchConfig {
                 steps: args.steps,
                 eval_samples: args.eval_samples,
                 eval_every: args.eval_every,
@@ -267,8 +267,8 @@ pub fn experiment(global: &GlobalArgs, args: ExperimentArgs) -> anyhow::Result<(
     // Seed-mean curves: evaluations happen at the same steps in every run of a mode.
     let mut results: Vec<ModeResult> = Vec::new();
     for &mode in &args.modes {
-        let mine: Vec<&TrainSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
-        let seed_mean = |x: &dyn Fn(&wmrl_research::train::Evaluation) -> u64| {
+        let mine: Vec<&ResearchSummary> = runs.iter().filter(|r| r.mode == mode.name()).collect();
+        let seed_mean = |x: &dyn Fn(&wmrl_research::train::ResearchEvaluation) -> u64| {
             wmrl_report::seed_mean(
                 &mine
                     .iter()
@@ -428,7 +428,7 @@ mod tests {
     fn overrides_apply_to_the_research_config_and_unknown_keys_are_named() {
         let config = config_with_overrides(&["policy.entropy=0.01".into()]).unwrap();
         assert_eq!(config.policy.entropy, 0.01);
-        assert_eq!(config.steps, super::TrainConfig::default().steps);
+        assert_eq!(config.steps, super::ResearchConfig::default().steps);
         let error = config_with_overrides(&["policy.entropyy=0.01".into()]).unwrap_err();
         assert!(format!("{error:#}").contains("entropyy"), "{error:#}");
     }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
-use crate::config::TrainConfig;
+use crate::config::SftConfig;
 use crate::demos::Split;
 use crate::model::VlaPolicy;
 use crate::sft::augment::random_shift;
@@ -164,7 +164,7 @@ pub struct Learner {
     pub policy: VlaPolicy,
     /// The moving average of its weights, when `ema_decay > 0`.
     pub average: Option<WeightAverage>,
-    config: TrainConfig,
+    config: SftConfig,
     optimizer: nn::Optimizer,
     /// Token ids `[tasks, L]` of each task's instruction, on the device.
     instruction_ids: Tensor,
@@ -183,7 +183,7 @@ impl std::fmt::Debug for Learner {
 
 impl Learner {
     /// A learner for `policy` whose task rows `i` have instruction `instructions[i]`.
-    pub fn new(policy: VlaPolicy, config: TrainConfig, instructions: &[&str]) -> Result<Self> {
+    pub fn new(policy: VlaPolicy, config: SftConfig, instructions: &[&str]) -> Result<Self> {
         let adamw = nn::AdamW {
             wd: config.weight_decay,
             ..Default::default()
