@@ -45,20 +45,12 @@ impl Kind {
     }
 
     fn shipped(self) -> Vec<&'static str> {
-        match self {
-            Kind::Policy => wmrl_vla::config::SHIPPED_CONFIGS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect(),
-            Kind::Wm => wmrl_wm::config::SHIPPED_CONFIGS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect(),
-            Kind::Train => wmrl_train::TrainConfig::SHIPPED_CONFIGS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect(),
-        }
+        let configs: &[(&str, &str)] = match self {
+            Kind::Policy => &wmrl_vla::config::SHIPPED_CONFIGS,
+            Kind::Wm => &wmrl_wm::config::SHIPPED_CONFIGS,
+            Kind::Train => wmrl_train::TrainConfig::SHIPPED_CONFIGS,
+        };
+        configs.iter().map(|(name, _)| *name).collect()
     }
 }
 
